@@ -1,0 +1,2 @@
+//! Codec benchmarks (written below).
+fn main() {}

@@ -1,0 +1,23 @@
+//! The crate's top-level error: one variant per layer.
+
+/// Any error this crate returns. Each layer has its own enum with the
+/// context of the failure; this one wraps them so `?` works across layers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bytes that are not a valid frame.
+    #[error(transparent)]
+    Frame(#[from] crate::wire::FrameError),
+    /// A frame error or the IO error under it.
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
+    /// A batch payload that does not hold what its metadata says.
+    #[error(transparent)]
+    Batch(#[from] crate::wire::batch::BatchError),
+    /// Text that is not a message id.
+    #[error(transparent)]
+    MessageId(#[from] crate::message_id::ParseMessageIdError),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+mod clock;
+pub mod codec;
+mod error;
+pub mod ids;
+pub mod message_id;
+pub mod proto;
+pub mod wire;
+
+pub use error::{Error, Result};
+pub use message_id::MessageId;

@@ -1,0 +1,268 @@
+//! Batched entries: many messages in one payload.
+//!
+//! A batch payload (after decompression) is a sequence of members, each
+//! `[size u32][SingleMessageMetadata][payload_size bytes]`. The entry's
+//! `MessageMetadata.num_messages_in_batch` says how many there are; it comes
+//! from the network, so it is never trusted for an allocation.
+//!
+//! # Examples
+//! ```
+//! use bytes::{Bytes, BytesMut};
+//! use pulsar_wire::proto::SingleMessageMetadata;
+//! use pulsar_wire::wire::batch;
+//!
+//! let mut payload = BytesMut::new();
+//! for text in ["a", "bc"] {
+//!     let meta = SingleMessageMetadata { payload_size: text.len() as i32, ..Default::default() };
+//!     batch::write_member(&meta, text.as_bytes(), &mut payload);
+//! }
+//! let members: Vec<_> = batch::members(payload.freeze(), 2).collect::<Result<_, _>>()?;
+//! assert_eq!(members[1].payload, Bytes::from_static(b"bc"));
+//! # Ok::<(), pulsar_wire::wire::batch::BatchError>(())
+//! ```
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::Message as _;
+
+use super::checksum::read_u32;
+use crate::proto::SingleMessageMetadata;
+
+/// One member of a batch: its own metadata and a view of its payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// Position in the batch (the message id's `batch_index`).
+    pub index: i32,
+    /// Key, properties, event time, … of this member.
+    pub metadata: SingleMessageMetadata,
+    /// The member's bytes, a view into the batch payload.
+    pub payload: Bytes,
+}
+
+/// A batch payload that does not hold what its metadata says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The payload ends before member `index` is complete.
+    #[error("batch member {index}: needs {needed} bytes, {available} left")]
+    Truncated {
+        /// The member being read.
+        index: i32,
+        /// Bytes the member announced.
+        needed: usize,
+        /// Bytes left in the payload.
+        available: usize,
+    },
+    /// A member's metadata is not valid protobuf.
+    #[error("batch member {index}: bad SingleMessageMetadata: {reason}")]
+    Metadata {
+        /// The member being read.
+        index: i32,
+        /// prost's reason.
+        reason: String,
+    },
+    /// A member announces a negative payload size.
+    #[error("batch member {index}: invalid payload size {size}")]
+    PayloadSize {
+        /// The member being read.
+        index: i32,
+        /// The announced size.
+        size: i32,
+    },
+    /// Bytes are left over after the last announced member.
+    #[error("{left} bytes left after the {count} announced batch members")]
+    TrailingBytes {
+        /// Members announced.
+        count: i32,
+        /// Bytes not accounted for.
+        left: usize,
+    },
+}
+
+/// Iterates over the `count` members of a batch payload, each a view of
+/// `payload` (no copy, no allocation beyond the metadata).
+///
+/// Yields an error and then stops if the payload does not hold `count`
+/// well-formed members or has bytes left after them.
+pub fn members(payload: Bytes, count: i32) -> Members {
+    Members {
+        rest: payload,
+        next: 0,
+        count: count.max(0),
+        failed: false,
+    }
+}
+
+/// The iterator returned by [`members`].
+#[derive(Debug)]
+pub struct Members {
+    rest: Bytes,
+    next: i32,
+    count: i32,
+    failed: bool,
+}
+
+impl Members {
+    fn read_one(&mut self) -> Result<Member, BatchError> {
+        let index = self.next;
+        let truncated = |needed, available| BatchError::Truncated {
+            index,
+            needed,
+            available,
+        };
+        let meta_size = read_u32(&self.rest, 0).ok_or(truncated(4, self.rest.len()))? as usize;
+        let available = self.rest.len() - 4;
+        if meta_size > available {
+            return Err(truncated(meta_size, available));
+        }
+        self.rest.advance(4);
+        let metadata =
+            SingleMessageMetadata::decode(self.rest.split_to(meta_size)).map_err(|e| {
+                BatchError::Metadata {
+                    index,
+                    reason: e.to_string(),
+                }
+            })?;
+        let size = usize::try_from(metadata.payload_size).map_err(|_| BatchError::PayloadSize {
+            index,
+            size: metadata.payload_size,
+        })?;
+        if size > self.rest.len() {
+            return Err(truncated(size, self.rest.len()));
+        }
+        let payload = self.rest.split_to(size);
+        Ok(Member {
+            index,
+            metadata,
+            payload,
+        })
+    }
+}
+
+impl Iterator for Members {
+    type Item = Result<Member, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.next == self.count {
+            if self.rest.is_empty() {
+                return None;
+            }
+            self.failed = true;
+            return Some(Err(BatchError::TrailingBytes {
+                count: self.count,
+                left: self.rest.len(),
+            }));
+        }
+        let item = self.read_one();
+        self.next += 1;
+        self.failed = item.is_err();
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Bounded by what the bytes can hold (5 bytes at least per member),
+        // not by the untrusted count alone.
+        let announced = usize::try_from(self.count - self.next).unwrap_or(0);
+        (0, Some(announced.min(self.rest.len() / 5 + 1)))
+    }
+}
+
+/// Appends one member to a batch payload being built.
+///
+/// `metadata.payload_size` must equal `payload.len()`; the producer's batch
+/// container sets it.
+pub fn write_member(metadata: &SingleMessageMetadata, payload: &[u8], dst: &mut BytesMut) {
+    let meta_len = metadata.encoded_len();
+    dst.reserve(4 + meta_len + payload.len());
+    dst.put_u32(meta_len as u32);
+    metadata.encode_raw(dst);
+    dst.put_slice(payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(text: &str) -> (SingleMessageMetadata, &[u8]) {
+        let meta = SingleMessageMetadata {
+            payload_size: text.len() as i32,
+            partition_key: Some(format!("key-{text}")),
+            ..SingleMessageMetadata::default()
+        };
+        (meta, text.as_bytes())
+    }
+
+    fn batch(texts: &[&str]) -> Bytes {
+        let mut buf = BytesMut::new();
+        for text in texts {
+            let (meta, payload) = member(text);
+            write_member(&meta, payload, &mut buf);
+        }
+        buf.freeze()
+    }
+
+    #[test]
+    fn splits_members_with_their_own_metadata_and_index() {
+        let all: Vec<_> = members(batch(&["one", "", "three"]), 3)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let texts: Vec<_> = all.iter().map(|m| m.payload.clone()).collect();
+        assert_eq!(
+            texts,
+            ["one", "", "three"].map(|t| Bytes::copy_from_slice(t.as_bytes()))
+        );
+        assert_eq!(all[2].index, 2);
+        assert_eq!(all[2].metadata.partition_key.as_deref(), Some("key-three"));
+    }
+
+    #[test]
+    fn a_count_larger_than_the_bytes_is_an_error_not_an_allocation() {
+        let mut it = members(batch(&["a"]), i32::MAX);
+        assert!(it.size_hint().1.unwrap() < 10);
+        assert!(it.next().unwrap().is_ok());
+        assert!(matches!(
+            it.next(),
+            Some(Err(BatchError::Truncated { index: 1, .. }))
+        ));
+        assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn leftover_bytes_are_reported() {
+        let mut it = members(batch(&["a", "b"]), 1);
+        assert!(it.next().unwrap().is_ok());
+        assert!(matches!(
+            it.next(),
+            Some(Err(BatchError::TrailingBytes { count: 1, .. }))
+        ));
+    }
+
+    #[test]
+    fn lying_payload_size_is_an_error() {
+        let mut buf = BytesMut::new();
+        let meta = SingleMessageMetadata {
+            payload_size: 100,
+            ..SingleMessageMetadata::default()
+        };
+        write_member(&meta, b"short", &mut buf);
+        let err = members(buf.freeze(), 1).next().unwrap().unwrap_err();
+        assert_eq!(
+            err,
+            BatchError::Truncated {
+                index: 0,
+                needed: 100,
+                available: 5
+            }
+        );
+        let meta = SingleMessageMetadata {
+            payload_size: -1,
+            ..SingleMessageMetadata::default()
+        };
+        let mut buf = BytesMut::new();
+        write_member(&meta, b"", &mut buf);
+        let err = members(buf.freeze(), 1).next().unwrap().unwrap_err();
+        assert_eq!(err, BatchError::PayloadSize { index: 0, size: -1 });
+    }
+}

@@ -1,0 +1,326 @@
+//! One constructor per command the client sends. Ids are typed, so a
+//! consumer id cannot be passed where a request id belongs.
+//!
+//! # Examples
+//! ```
+//! use pulsar_wire::ids::ConsumerId;
+//! use pulsar_wire::wire::commands;
+//! let flow = commands::flow(ConsumerId(3), 1000);
+//! assert_eq!(flow.flow.as_ref().map(|f| f.message_permits), Some(1000));
+//! ```
+
+use bytes::Bytes;
+
+use crate::MessageId;
+use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId};
+use crate::proto::base_command::Type;
+use crate::proto::command_ack::{AckType, ValidationError};
+use crate::proto::{self, BaseCommand};
+
+/// The protocol version this client speaks (v21: the newest Apache Pulsar defines).
+pub const PROTOCOL_VERSION: i32 = proto::ProtocolVersion::V21 as i32;
+
+/// The client version string sent in CONNECT.
+pub const CLIENT_VERSION: &str = concat!("pulsar-wire/", env!("CARGO_PKG_VERSION"));
+
+fn base(kind: Type) -> BaseCommand {
+    BaseCommand {
+        r#type: kind as i32,
+        ..BaseCommand::default()
+    }
+}
+
+/// Credentials for CONNECT or AUTH_RESPONSE: a method name and its data.
+#[derive(Clone)]
+pub struct AuthPayload {
+    /// The method, e.g. `"token"`.
+    pub method: String,
+    /// The secret itself; never printed (see the `Debug` impl).
+    pub data: Bytes,
+}
+
+impl std::fmt::Debug for AuthPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthPayload")
+            .field("method", &self.method)
+            .field("data", &"<redacted>")
+            .finish()
+    }
+}
+
+/// CONNECT: protocol v21 and the features this client supports.
+///
+/// `proxy_to_broker_url` asks a Pulsar proxy to forward to that broker.
+pub fn connect(auth: Option<&AuthPayload>, proxy_to_broker_url: Option<&str>) -> BaseCommand {
+    BaseCommand {
+        connect: Some(Box::new(proto::CommandConnect {
+            client_version: CLIENT_VERSION.to_owned(),
+            protocol_version: Some(PROTOCOL_VERSION),
+            auth_method_name: auth.map(|a| a.method.clone()),
+            auth_data: auth.map(|a| a.data.clone()),
+            proxy_to_broker_url: proxy_to_broker_url.map(str::to_owned),
+            feature_flags: Some(proto::FeatureFlags {
+                supports_auth_refresh: Some(true),
+                supports_broker_entry_metadata: Some(true),
+                supports_partial_producer: Some(false),
+                supports_topic_watchers: Some(false),
+            }),
+            ..proto::CommandConnect::default()
+        })),
+        ..base(Type::Connect)
+    }
+}
+
+/// AUTH_RESPONSE: fresh credentials in answer to AUTH_CHALLENGE.
+pub fn auth_response(auth: &AuthPayload) -> BaseCommand {
+    BaseCommand {
+        auth_response: Some(Box::new(proto::CommandAuthResponse {
+            client_version: Some(CLIENT_VERSION.to_owned()),
+            response: Some(proto::AuthData {
+                auth_method_name: Some(auth.method.clone()),
+                auth_data: Some(auth.data.clone()),
+            }),
+            protocol_version: Some(PROTOCOL_VERSION),
+        })),
+        ..base(Type::AuthResponse)
+    }
+}
+
+/// PING: keepalive probe.
+pub fn ping() -> BaseCommand {
+    BaseCommand {
+        ping: Some(Box::default()),
+        ..base(Type::Ping)
+    }
+}
+
+/// PONG: the answer to the broker's PING.
+pub fn pong() -> BaseCommand {
+    BaseCommand {
+        pong: Some(Box::default()),
+        ..base(Type::Pong)
+    }
+}
+
+/// LOOKUP: which broker serves `topic`.
+pub fn lookup(topic: &str, request: RequestId, authoritative: bool) -> BaseCommand {
+    BaseCommand {
+        lookup_topic: Some(Box::new(proto::CommandLookupTopic {
+            topic: topic.to_owned(),
+            request_id: request.0,
+            authoritative: Some(authoritative),
+            ..proto::CommandLookupTopic::default()
+        })),
+        ..base(Type::Lookup)
+    }
+}
+
+/// PARTITIONED_METADATA: how many partitions `topic` has (0 = not partitioned).
+pub fn partitioned_metadata(topic: &str, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        partition_metadata: Some(Box::new(proto::CommandPartitionedTopicMetadata {
+            topic: topic.to_owned(),
+            request_id: request.0,
+            ..proto::CommandPartitionedTopicMetadata::default()
+        })),
+        ..base(Type::PartitionedMetadata)
+    }
+}
+
+/// PRODUCER: create a producer; the body is built by the producer layer.
+pub fn producer(body: proto::CommandProducer) -> BaseCommand {
+    BaseCommand {
+        producer: Some(Box::new(body)),
+        ..base(Type::Producer)
+    }
+}
+
+/// SEND: the command part of a payload frame for `num_messages` messages
+/// starting at `sequence`.
+pub fn send(producer: ProducerId, sequence: SequenceId, num_messages: i32) -> BaseCommand {
+    BaseCommand {
+        send: Some(Box::new(proto::CommandSend {
+            producer_id: producer.0,
+            sequence_id: sequence.0,
+            num_messages: (num_messages != 1).then_some(num_messages),
+            ..proto::CommandSend::default()
+        })),
+        ..base(Type::Send)
+    }
+}
+
+/// CLOSE_PRODUCER.
+pub fn close_producer(producer: ProducerId, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        close_producer: Some(Box::new(proto::CommandCloseProducer {
+            producer_id: producer.0,
+            request_id: request.0,
+            ..proto::CommandCloseProducer::default()
+        })),
+        ..base(Type::CloseProducer)
+    }
+}
+
+/// SUBSCRIBE: the body is built by the consumer layer.
+pub fn subscribe(body: proto::CommandSubscribe) -> BaseCommand {
+    BaseCommand {
+        subscribe: Some(Box::new(body)),
+        ..base(Type::Subscribe)
+    }
+}
+
+/// FLOW: grant the broker `permits` more messages.
+pub fn flow(consumer: ConsumerId, permits: u32) -> BaseCommand {
+    BaseCommand {
+        flow: Some(Box::new(proto::CommandFlow {
+            consumer_id: consumer.0,
+            message_permits: permits,
+        })),
+        ..base(Type::Flow)
+    }
+}
+
+/// ACK of `ids`, individually or cumulatively; `request` asks for an ACK_RESPONSE.
+pub fn ack(
+    consumer: ConsumerId,
+    ids: impl IntoIterator<Item = proto::MessageIdData>,
+    kind: AckType,
+    request: Option<RequestId>,
+) -> BaseCommand {
+    BaseCommand {
+        ack: Some(Box::new(proto::CommandAck {
+            consumer_id: consumer.0,
+            ack_type: kind as i32,
+            message_id: ids.into_iter().collect(),
+            request_id: request.map(|r| r.0),
+            ..proto::CommandAck::default()
+        })),
+        ..base(Type::Ack)
+    }
+}
+
+/// ACK with a validation error: tells the broker a message was dropped
+/// unseen (for example, its checksum did not match).
+pub fn ack_invalid(consumer: ConsumerId, id: MessageId, error: ValidationError) -> BaseCommand {
+    let mut command = ack(consumer, [id.to_proto()], AckType::Individual, None);
+    if let Some(ack) = command.ack.as_mut() {
+        ack.validation_error = Some(error as i32);
+    }
+    command
+}
+
+/// REDELIVER_UNACKNOWLEDGED_MESSAGES naming `ids` (empty: everything unacked).
+pub fn redeliver(
+    consumer: ConsumerId,
+    ids: impl IntoIterator<Item = proto::MessageIdData>,
+    consumer_epoch: Option<u64>,
+) -> BaseCommand {
+    BaseCommand {
+        redeliver_unacknowledged_messages: Some(Box::new(
+            proto::CommandRedeliverUnacknowledgedMessages {
+                consumer_id: consumer.0,
+                message_ids: ids.into_iter().collect(),
+                consumer_epoch,
+            },
+        )),
+        ..base(Type::RedeliverUnacknowledgedMessages)
+    }
+}
+
+/// Where a SEEK moves the subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekTarget {
+    /// To this message id.
+    MessageId(MessageId),
+    /// To the first message published at or after this time (ms since the epoch).
+    PublishTime(u64),
+}
+
+/// SEEK.
+pub fn seek(consumer: ConsumerId, request: RequestId, target: SeekTarget) -> BaseCommand {
+    let (message_id, message_publish_time) = match target {
+        SeekTarget::MessageId(id) => (Some(id.to_proto()), None),
+        SeekTarget::PublishTime(t) => (None, Some(t)),
+    };
+    BaseCommand {
+        seek: Some(Box::new(proto::CommandSeek {
+            consumer_id: consumer.0,
+            request_id: request.0,
+            message_id,
+            message_publish_time,
+        })),
+        ..base(Type::Seek)
+    }
+}
+
+/// UNSUBSCRIBE.
+pub fn unsubscribe(consumer: ConsumerId, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        unsubscribe: Some(Box::new(proto::CommandUnsubscribe {
+            consumer_id: consumer.0,
+            request_id: request.0,
+            force: None,
+        })),
+        ..base(Type::Unsubscribe)
+    }
+}
+
+/// CLOSE_CONSUMER.
+pub fn close_consumer(consumer: ConsumerId, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        close_consumer: Some(Box::new(proto::CommandCloseConsumer {
+            consumer_id: consumer.0,
+            request_id: request.0,
+            ..proto::CommandCloseConsumer::default()
+        })),
+        ..base(Type::CloseConsumer)
+    }
+}
+
+/// GET_LAST_MESSAGE_ID.
+pub fn get_last_message_id(consumer: ConsumerId, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        get_last_message_id: Some(Box::new(proto::CommandGetLastMessageId {
+            consumer_id: consumer.0,
+            request_id: request.0,
+        })),
+        ..base(Type::GetLastMessageId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_speaks_v21_with_feature_flags() {
+        let c = connect(None, None);
+        let body = c.connect.expect("body");
+        assert_eq!(body.protocol_version, Some(21));
+        let flags = body.feature_flags.expect("flags");
+        assert_eq!(flags.supports_auth_refresh, Some(true));
+        assert_eq!(flags.supports_broker_entry_metadata, Some(true));
+        assert!(body.auth_data.is_none());
+    }
+
+    #[test]
+    fn auth_payload_debug_never_shows_the_secret() {
+        let auth = AuthPayload {
+            method: "token".into(),
+            data: Bytes::from_static(b"s3cr3t"),
+        };
+        let shown = format!("{auth:?}");
+        assert!(
+            shown.contains("token") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn send_omits_num_messages_for_one() {
+        let one = send(ProducerId(1), SequenceId(5), 1);
+        assert_eq!(one.send.expect("body").num_messages, None);
+        let ten = send(ProducerId(1), SequenceId(5), 10);
+        assert_eq!(ten.send.expect("body").num_messages, Some(10));
+    }
+}
