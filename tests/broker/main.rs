@@ -1,0 +1,7 @@
+//! Tests against a real broker (pulsar-lite, started per test). One binary,
+//! so the suite links once.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod wire;

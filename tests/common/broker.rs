@@ -1,0 +1,216 @@
+//! `TestBroker`: a real pulsar-lite broker for one test, on free loopback
+//! ports with its own data directory, killed when dropped (also when the
+//! test panics).
+//!
+//! The binary is found through `PULSAR_LITE_BIN`, then the project's
+//! `.venv` (made by `scripts/setup`), then `PATH`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+/// How to start a broker.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    /// The broker's keepalive PING interval.
+    pub keep_alive_secs: u64,
+    /// How long the broker waits for a PONG before closing the connection.
+    pub liveness_timeout_secs: u64,
+    /// Partitioned topics to create before start: (full name, partitions).
+    pub partitioned_topics: Vec<(String, u32)>,
+}
+
+impl Default for BrokerOptions {
+    fn default() -> Self {
+        Self {
+            keep_alive_secs: 30,
+            liveness_timeout_secs: 10,
+            partitioned_topics: Vec::new(),
+        }
+    }
+}
+
+/// A running pulsar-lite. Dropping it kills the process and removes its data.
+#[derive(Debug)]
+pub struct TestBroker {
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl TestBroker {
+    /// Starts a broker with default options.
+    pub async fn start() -> Self {
+        Self::start_with(BrokerOptions::default()).await
+    }
+
+    /// Starts a broker and waits until it accepts connections.
+    pub async fn start_with(options: BrokerOptions) -> Self {
+        let mut last_error = String::new();
+        // A free port can be taken by someone else between our probe and the
+        // broker's bind; try a few times before giving up.
+        for _ in 0..3 {
+            match Self::try_start(&options).await {
+                Ok(broker) => return broker,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("pulsar-lite did not start: {last_error}");
+    }
+
+    async fn try_start(options: &BrokerOptions) -> Result<Self, String> {
+        let bin = find_binary();
+        let dir = fresh_dir();
+        let addr = free_addr();
+        let metrics = free_addr();
+        let config = dir.join("broker.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "keep_alive_interval_secs = {}\nconnection_liveness_check_timeout_secs = {}\n\
+                 [metrics]\nenabled = true\naddr = \"{metrics}\"\n",
+                options.keep_alive_secs, options.liveness_timeout_secs
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        write_partitions(&dir.join("db.metadata.json"), &options.partitioned_topics)?;
+
+        let mut child = Command::new(&bin)
+            .arg("--addr")
+            .arg(addr.to_string())
+            .arg("--db-path")
+            .arg(dir.join("db"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--log-level")
+            .arg("info")
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+
+        // The broker logs "Server listening on" once it accepts connections;
+        // a thread copies its log to a file and reports that line.
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log_path = dir.join("broker.log");
+        std::thread::spawn(move || forward_log(stderr, &log_path, ready_tx));
+
+        let broker = Self { child, addr, dir };
+        match tokio::time::timeout(Duration::from_secs(30), ready_rx).await {
+            Ok(Ok(())) => Ok(broker),
+            _ => Err(format!(
+                "no \"Server listening\" line; log:\n{}",
+                broker.log()
+            )),
+        }
+    }
+
+    /// `pulsar://127.0.0.1:PORT`.
+    pub fn service_url(&self) -> String {
+        format!("pulsar://{}", self.addr)
+    }
+
+    /// The broker's binary-protocol address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The broker's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn forward_log(stderr: std::process::ChildStderr, path: &Path, ready: oneshot::Sender<()>) {
+    let mut ready = Some(ready);
+    let Ok(mut log) = std::fs::File::create(path) else {
+        return;
+    };
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        let _ = writeln!(log, "{line}");
+        if line.contains("Server listening on") {
+            if let Some(tx) = ready.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+fn write_partitions(path: &Path, topics: &[(String, u32)]) -> Result<(), String> {
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let entries: Vec<String> = topics
+        .iter()
+        .map(|(name, n)| format!("\"{name}\":{{\"partitions\":{n}}}"))
+        .collect();
+    let json = format!(
+        "{{\"version\":2,\"partitioned_topics\":{{{}}}}}",
+        entries.join(",")
+    );
+    std::fs::write(path, json).map_err(|e| e.to_string())
+}
+
+/// The pulsar-lite binary: `PULSAR_LITE_BIN`, the project's `.venv`, or `PATH`.
+pub fn find_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PULSAR_LITE_BIN") {
+        return PathBuf::from(bin);
+    }
+    let venv_lib = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/lib");
+    if let Ok(entries) = std::fs::read_dir(&venv_lib) {
+        for entry in entries.flatten() {
+            let bin = entry
+                .path()
+                .join("site-packages/pulsar_lite/bin/pulsar-lite");
+            if bin.is_file() {
+                return bin;
+            }
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let bin = dir.join("pulsar-lite");
+            if bin.is_file() {
+                return bin;
+            }
+        }
+    }
+    panic!(
+        "pulsar-lite not found: run scripts/setup (it installs it into .venv), \
+         or set PULSAR_LITE_BIN"
+    );
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+fn fresh_dir() -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pulsar-wire-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
