@@ -1,0 +1,4 @@
+//! Interoperability with the official client (PyPI `pulsar-client`, the
+//! C++ client underneath). One binary, so the suite links once.
+
+mod captures;
