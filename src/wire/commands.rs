@@ -64,6 +64,7 @@ pub fn connect(auth: Option<&AuthPayload>, proxy_to_broker_url: Option<&str>) ->
                 supports_broker_entry_metadata: Some(true),
                 supports_partial_producer: Some(false),
                 supports_topic_watchers: Some(false),
+                ..proto::FeatureFlags::default()
             }),
             ..proto::CommandConnect::default()
         })),
