@@ -276,6 +276,56 @@ pub fn encode_payload(
     write_payload_frame(command, None, Checksum::Valid, metadata, data, dst)
 }
 
+/// Appends everything of a checksummed payload frame except the payload
+/// bytes to `dst`: the frame on the wire is `dst`'s new bytes followed by
+/// `data`.
+///
+/// The zero-copy send path: the checksum is computed over `data` where it
+/// lies, and the connection writes the head and the payload `Bytes` with one
+/// vectored write, so the payload is never copied.
+///
+/// # Errors
+/// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.
+///
+/// # Examples
+/// ```
+/// use bytes::BytesMut;
+/// use pulsar_wire::ids::{ProducerId, SequenceId};
+/// use pulsar_wire::proto::MessageMetadata;
+/// use pulsar_wire::wire::{self, commands};
+///
+/// let send = commands::send(ProducerId(1), SequenceId(0), 1);
+/// let meta = MessageMetadata { producer_name: "p".into(), ..Default::default() };
+/// let (mut head, mut whole) = (BytesMut::new(), BytesMut::new());
+/// wire::encode_payload_head(&send, &meta, b"payload", &mut head)?;
+/// wire::encode_payload(&send, &meta, b"payload", &mut whole)?;
+/// assert_eq!([&head[..], b"payload"].concat(), &whole[..]);
+/// # Ok::<(), wire::FrameError>(())
+/// ```
+pub fn encode_payload_head(
+    command: &BaseCommand,
+    metadata: &MessageMetadata,
+    data: &[u8],
+    dst: &mut BytesMut,
+) -> Result<(), FrameError> {
+    let command_len = command.encoded_len();
+    let metadata_len = metadata.encoded_len();
+    let total = size_field(4 + command_len + 6 + 4 + metadata_len + data.len())?;
+    dst.reserve(4 + total as usize - data.len());
+    dst.put_u32(total);
+    dst.put_u32(command_len as u32);
+    command.encode_raw(dst);
+    dst.put_u16(MAGIC_CRC32C);
+    let crc_at = dst.len();
+    dst.put_u32(0);
+    let covered_from = dst.len();
+    dst.put_u32(metadata_len as u32);
+    metadata.encode_raw(dst);
+    let crc = crc32c(&[&dst[covered_from..], data]);
+    dst[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
+
 /// Appends `frame` to `dst`, exactly as [`decode`] would read it back.
 ///
 /// # Errors

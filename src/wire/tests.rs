@@ -74,6 +74,14 @@ fn send_frame_matches_the_hand_encoded_vector() {
 }
 
 #[test]
+fn zero_copy_head_plus_payload_is_the_same_send_vector() {
+    let command = commands::send(ProducerId(1), SequenceId(2), 1);
+    let mut head = BytesMut::new();
+    encode_payload_head(&command, &send_metadata(), b"hi", &mut head).unwrap();
+    assert_eq!([&head[..], b"hi"].concat(), SEND_FRAME);
+}
+
+#[test]
 fn a_flipped_payload_bit_is_reported_per_message_not_as_an_error() {
     let mut bytes = SEND_FRAME;
     bytes[34] ^= 0x01;
