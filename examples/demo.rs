@@ -13,9 +13,8 @@ use pulsar_wire::wire::{Frame, commands};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../tests/common/broker.rs"]
-mod broker;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -36,7 +35,7 @@ async fn next(frames: &mut Framed<TcpStream, PulsarCodec>, want: Type) -> Result
 #[tokio::main]
 #[allow(clippy::disallowed_methods)] // a demo measuring wall time for display
 async fn main() -> Result<()> {
-    let broker = broker::TestBroker::start().await;
+    let broker = common::broker::TestBroker::start().await;
     println!("embedded pulsar-lite listening at {}", broker.service_url());
 
     let socket = TcpStream::connect(broker.addr()).await?;

@@ -13,7 +13,7 @@ use pulsar_wire::wire::{self, Frame, batch, commands};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
-use crate::common::broker::{BrokerOptions, TestBroker};
+use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, skip_unless};
 use crate::common::{guard, unique_topic};
 
 /// A connection speaking raw frames.
@@ -138,6 +138,12 @@ async fn ping_is_answered_with_pong() {
 
 #[tokio::test]
 async fn answering_broker_pings_keeps_the_connection_alive() {
+    if skip_unless(
+        BrokerKind::Lite,
+        "needs a broker of its own with a 1 s keepalive",
+    ) {
+        return;
+    }
     // PING every second, closed after 2 s without PONG.
     let options = BrokerOptions {
         keep_alive_secs: 1,

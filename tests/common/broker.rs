@@ -1,9 +1,13 @@
-//! `TestBroker`: a real pulsar-lite broker for one test, on free loopback
-//! ports with its own data directory, killed when dropped (also when the
-//! test panics).
+//! `TestBroker`: the real broker a test runs against.
 //!
-//! The binary is found through `PULSAR_LITE_BIN`, then the project's
-//! `.venv` (made by `scripts/setup`), then `PATH`.
+//! `PULSAR_TEST_BROKER` chooses it: `lite` (default) starts a pulsar-lite per
+//! test, on free loopback ports with its own data directory, killed when
+//! dropped (also when the test panics); `apache` uses the Apache Pulsar
+//! standalone that `scripts/apache-pulsar run` started for the whole suite
+//! (`PULSAR_SERVICE_URL`, `PULSAR_ADMIN_URL`), with unique topic names.
+//!
+//! The pulsar-lite binary is found through `PULSAR_LITE_BIN`, then the
+//! project's `.venv` (made by `scripts/setup`), then `PATH`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -35,22 +39,70 @@ impl Default for BrokerOptions {
     }
 }
 
-/// A running pulsar-lite. Dropping it kills the process and removes its data.
+/// Which broker the real-broker tests run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// pulsar-lite, one per test (the default).
+    Lite,
+    /// The shared Apache Pulsar standalone of this test run.
+    Apache,
+}
+
+impl BrokerKind {
+    /// The kind `PULSAR_TEST_BROKER` names.
+    pub fn current() -> Self {
+        match std::env::var("PULSAR_TEST_BROKER").as_deref() {
+            Err(_) | Ok("lite") | Ok("") => Self::Lite,
+            Ok("apache") => Self::Apache,
+            Ok(other) => panic!("PULSAR_TEST_BROKER={other:?}: expected \"lite\" or \"apache\""),
+        }
+    }
+}
+
+/// Skips the calling test unless the current broker is `needed`, printing
+/// the reason (past the test harness's output capture, so it shows in every
+/// run). Returns `true` when the test must return at once.
+pub fn skip_unless(needed: BrokerKind, reason: &str) -> bool {
+    let current = BrokerKind::current();
+    if current == needed {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("test").to_owned();
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test} on {current:?}: runs on {needed:?} only: {reason}"
+    );
+    true
+}
+
+/// A running broker. Dropping a pulsar-lite one kills the process and
+/// removes its data.
 #[derive(Debug)]
 pub struct TestBroker {
-    child: Child,
     addr: SocketAddr,
+    own: Option<OwnProcess>,
+}
+
+#[derive(Debug)]
+struct OwnProcess {
+    child: Child,
     dir: PathBuf,
 }
 
 impl TestBroker {
-    /// Starts a broker with default options.
+    /// Starts (or, for Apache, attaches to) a broker with default options.
     pub async fn start() -> Self {
         Self::start_with(BrokerOptions::default()).await
     }
 
     /// Starts a broker and waits until it accepts connections.
+    ///
+    /// On Apache Pulsar only `partitioned_topics` applies (created through
+    /// the admin API); tests that need other options skip there first.
     pub async fn start_with(options: BrokerOptions) -> Self {
+        if BrokerKind::current() == BrokerKind::Apache {
+            return Self::attach_apache(&options).await;
+        }
         let mut last_error = String::new();
         // A free port can be taken by someone else between our probe and the
         // broker's bind; try a few times before giving up.
@@ -103,7 +155,10 @@ impl TestBroker {
         let log_path = dir.join("broker.log");
         std::thread::spawn(move || forward_log(stderr, &log_path, ready_tx));
 
-        let broker = Self { child, addr, dir };
+        let broker = Self {
+            addr,
+            own: Some(OwnProcess { child, dir }),
+        };
         match tokio::time::timeout(Duration::from_secs(30), ready_rx).await {
             Ok(Ok(())) => Ok(broker),
             _ => Err(format!(
@@ -123,17 +178,52 @@ impl TestBroker {
         self.addr
     }
 
-    /// The broker's log so far.
+    /// The broker's log so far (pulsar-lite only).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
+        match &self.own {
+            Some(own) => std::fs::read_to_string(own.dir.join("broker.log")).unwrap_or_default(),
+            None => "(Apache Pulsar: see broker.log in the scripts/apache-pulsar run dir)".into(),
+        }
+    }
+
+    /// Which broker this is.
+    pub fn kind(&self) -> BrokerKind {
+        if self.own.is_some() {
+            BrokerKind::Lite
+        } else {
+            BrokerKind::Apache
+        }
+    }
+
+    async fn attach_apache(options: &BrokerOptions) -> Self {
+        let defaults = BrokerOptions::default();
+        assert!(
+            options.keep_alive_secs == defaults.keep_alive_secs
+                && options.liveness_timeout_secs == defaults.liveness_timeout_secs,
+            "broker keepalive options need a broker of their own: skip_unless(BrokerKind::Lite, ..)"
+        );
+        let url = std::env::var("PULSAR_SERVICE_URL").expect(
+            "PULSAR_TEST_BROKER=apache needs PULSAR_SERVICE_URL (scripts/apache-pulsar run)",
+        );
+        let addr = url
+            .strip_prefix("pulsar://")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("PULSAR_SERVICE_URL {url:?} is not pulsar://IP:PORT"));
+        let admin = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
+        for (topic, partitions) in &options.partitioned_topics {
+            super::admin::create_partitioned_topic(&admin, topic, *partitions).await;
+        }
+        Self { addr, own: None }
     }
 }
 
 impl Drop for TestBroker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(own) = self.own.as_mut() {
+            let _ = own.child.kill();
+            let _ = own.child.wait();
+            let _ = std::fs::remove_dir_all(&own.dir);
+        }
     }
 }
 

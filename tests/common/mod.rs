@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)] // each binary uses its own subset
 
+pub mod admin;
 pub mod broker;
 
 use std::collections::hash_map::RandomState;

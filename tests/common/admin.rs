@@ -1,0 +1,34 @@
+//! The few Apache Pulsar admin (REST) calls the tests need, over a plain
+//! HTTP/1.1 request: no HTTP client dependency for one PUT.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Creates `topic` (`persistent://tenant/ns/name`) with `partitions` partitions.
+pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
+    let host = admin_url
+        .strip_prefix("http://")
+        .expect("admin URL is http://host:port");
+    let path = topic.replace("://", "/");
+    let body = partitions.to_string();
+    let request = format!(
+        "PUT /admin/v2/{path}/partitions HTTP/1.1\r\nHost: {host}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = TcpStream::connect(host).await.expect("admin API reachable");
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .expect("admin request");
+    let mut answer = String::new();
+    socket
+        .read_to_string(&mut answer)
+        .await
+        .expect("admin answer");
+    let status = answer.split_whitespace().nth(1).unwrap_or("");
+    assert!(
+        status.starts_with('2'),
+        "creating {topic} with {partitions} partitions: {answer}"
+    );
+}
