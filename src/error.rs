@@ -14,6 +14,9 @@ pub enum Error {
     /// A batch payload that does not hold what its metadata says.
     #[error(transparent)]
     Batch(#[from] crate::wire::batch::BatchError),
+    /// A payload that cannot be (de)compressed as its metadata says.
+    #[error(transparent)]
+    Compression(#[from] crate::compression::CompressionError),
     /// Text that is not a message id.
     #[error(transparent)]
     MessageId(#[from] crate::message_id::ParseMessageIdError),
