@@ -1,7 +1,8 @@
-//! Frames captured between the official client and a real broker
-//! (`scripts/capture/`, files in `tests/data/captures/`): our protocol
-//! definitions must decode every one, and re-encode it to the very same
-//! bytes. A wrong field number or type, or a field we do not know, would
+//! Frames captured between the official client and real brokers
+//! (`scripts/capture/`): pulsar-lite in `tests/data/captures/`, Apache
+//! Pulsar 4.0.7 standalone in `tests/data/captures-apache/`. Our protocol
+//! definitions must decode every frame, and re-encode it to the very same
+//! bytes: a wrong field number or type, or a field we do not know, would
 //! change the bytes.
 
 use std::collections::BTreeMap;
@@ -9,23 +10,42 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use pulsar_wire::MessageId;
+use pulsar_wire::compression::Compression;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::{CompressionType, KeyValue};
 use pulsar_wire::wire::{self, Checksum, Frame, batch};
 use serde_json::Value;
 
-fn captures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures")
+/// One set of captures: the official client against one broker.
+#[derive(Clone, Copy, Debug)]
+struct Captures {
+    dir: &'static str,
+    /// Whether the broker checksums MESSAGE frames (Apache does, pulsar-lite does not).
+    broker_checksums: bool,
 }
 
-fn manifest() -> Value {
-    let text = std::fs::read_to_string(captures().join("manifest.json")).expect("manifest");
+const LITE: Captures = Captures {
+    dir: "tests/data/captures",
+    broker_checksums: false,
+};
+const APACHE: Captures = Captures {
+    dir: "tests/data/captures-apache",
+    broker_checksums: true,
+};
+const BOTH: [Captures; 2] = [LITE, APACHE];
+
+fn path(set: Captures) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(set.dir)
+}
+
+fn manifest_of(set: Captures) -> Value {
+    let text = std::fs::read_to_string(path(set).join("manifest.json")).expect("manifest");
     serde_json::from_str(&text).expect("manifest is JSON")
 }
 
 /// Decodes a whole capture file into frames; nothing may be left over.
-fn frames_of(file: &str) -> Vec<Frame> {
-    let bytes = std::fs::read(captures().join(file)).expect("capture file");
+fn frames_in(set: Captures, file: &str) -> Vec<Frame> {
+    let bytes = std::fs::read(path(set).join(file)).expect("capture file");
     let mut buf = BytesMut::from(&bytes[..]);
     let mut frames = Vec::new();
     while let Some(frame) = wire::decode(&mut buf, wire::DEFAULT_MAX_FRAME_SIZE)
@@ -37,10 +57,10 @@ fn frames_of(file: &str) -> Vec<Frame> {
     frames
 }
 
-/// Every file named in the manifest.
-fn capture_files() -> Vec<String> {
+/// Every file named in a manifest.
+fn capture_files(set: Captures) -> Vec<String> {
     let mut files = Vec::new();
-    for scenario in manifest()["scenarios"]
+    for scenario in manifest_of(set)["scenarios"]
         .as_object()
         .expect("scenarios")
         .values()
@@ -56,20 +76,37 @@ fn capture_files() -> Vec<String> {
 
 #[test]
 fn every_captured_frame_decodes_and_re_encodes_to_the_same_bytes() {
-    let files = capture_files();
-    assert!(files.len() >= 28, "only {} capture files", files.len());
-    for file in files {
-        let original = std::fs::read(captures().join(&file)).expect("capture file");
-        let mut again = BytesMut::new();
-        for frame in frames_of(&file) {
-            wire::encode(&frame, &mut again).expect("encode");
+    for set in BOTH {
+        let files = capture_files(set);
+        assert!(
+            files.len() >= 28,
+            "{}: only {} capture files",
+            set.dir,
+            files.len()
+        );
+        for file in files {
+            let original = std::fs::read(path(set).join(&file)).expect("capture file");
+            let mut again = BytesMut::new();
+            for frame in frames_in(set, &file) {
+                wire::encode(&frame, &mut again).expect("encode");
+            }
+            assert!(
+                again[..] == original[..],
+                "{}/{file}: re-encoded bytes differ",
+                set.dir
+            );
         }
-        assert!(again[..] == original[..], "{file}: re-encoded bytes differ");
     }
 }
 
-fn scenario(name: &str) -> Value {
-    manifest()["scenarios"][name].clone()
+/// Runs `check` on the pulsar-lite and on the Apache Pulsar captures.
+fn for_both(check: impl Fn(Captures, &dyn Fn(&str) -> Vec<Frame>, &dyn Fn(&str) -> Value)) {
+    for set in BOTH {
+        let manifest = manifest_of(set);
+        let frames = |file: &str| frames_in(set, file);
+        let scenario = |name: &str| manifest["scenarios"][name].clone();
+        check(set, &frames, &scenario);
+    }
 }
 
 fn of_type(frames: &[Frame], kind: Type) -> Vec<&Frame> {
@@ -107,7 +144,7 @@ fn expected_id(v: &Value) -> MessageId {
 
 #[test]
 fn official_client_connect_is_understood() {
-    let frames = frames_of("produce_plain.conn0.c2b.bin");
+    let frames = frames_in(LITE, "produce_plain.conn0.c2b.bin");
     let connect = frames[0].command.connect.as_ref().expect("CONNECT first");
     assert!(
         connect.client_version.starts_with("Pulsar-CPP"),
@@ -121,6 +158,10 @@ fn official_client_connect_is_understood() {
 
 #[test]
 fn plain_sends_carry_what_the_application_gave() {
+    for_both(|_, frames_of, scenario| plain_sends(frames_of, scenario));
+}
+
+fn plain_sends(frames_of: &dyn Fn(&str) -> Vec<Frame>, scenario: &dyn Fn(&str) -> Value) {
     let s = scenario("produce_plain");
     let sends = frames_of("produce_plain.conn0.c2b.bin");
     let sends = of_type(&sends, Type::Send);
@@ -156,26 +197,59 @@ fn plain_sends_carry_what_the_application_gave() {
 }
 
 #[test]
-fn batched_send_splits_into_the_application_messages() {
-    let s = scenario("produce_batched");
-    let frames = frames_of("produce_batched.conn0.c2b.bin");
+fn batched_sends_split_into_the_application_messages_for_every_codec() {
+    for_both(|_, frames_of, scenario| {
+        for name in [
+            "produce_batched",
+            "produce_lz4",
+            "produce_zlib",
+            "produce_zstd",
+            "produce_snappy",
+        ] {
+            batched_send(name, frames_of, scenario);
+        }
+    });
+}
+
+/// Decompresses (when the codec says so) and splits a batch payload.
+fn unpack(payload: &wire::Payload) -> Vec<batch::Member> {
+    let meta = &payload.metadata;
+    let codec = Compression::from_proto(meta.compression.unwrap_or(0)).expect("known codec");
+    let plain = codec
+        .decompress(
+            payload.data.clone(),
+            meta.uncompressed_size(),
+            wire::DEFAULT_MAX_MESSAGE_SIZE,
+        )
+        .expect("decompress");
+    let count = meta.num_messages_in_batch.expect("a batch");
+    batch::members(plain, count)
+        .collect::<Result<_, _>>()
+        .expect("members")
+}
+
+fn batched_send(
+    name: &str,
+    frames_of: &dyn Fn(&str) -> Vec<Frame>,
+    scenario: &dyn Fn(&str) -> Value,
+) {
+    let s = scenario(name);
+    let frames = frames_of(&format!("{name}.conn0.c2b.bin"));
     let sends = of_type(&frames, Type::Send);
-    assert_eq!(sends.len(), 1, "one batch");
+    assert_eq!(sends.len(), 1, "{name}: one batch");
     let messages = s["messages"].as_array().unwrap();
     let payload = sends[0].payload.as_ref().unwrap();
     assert_eq!(
         sends[0].command.send.as_ref().unwrap().num_messages,
         Some(messages.len() as i32)
     );
-    let count = payload.metadata.num_messages_in_batch.unwrap();
-    let members: Vec<_> = batch::members(payload.data.clone(), count)
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(members.len(), messages.len());
+    let members = unpack(payload);
+    assert_eq!(members.len(), messages.len(), "{name}");
     for (member, expected) in members.iter().zip(messages) {
         assert_eq!(
             member.payload,
-            Bytes::from(expected["payload"].as_str().unwrap().to_owned())
+            Bytes::from(expected["payload"].as_str().unwrap().to_owned()),
+            "{name}"
         );
         assert_eq!(
             member.metadata.partition_key.as_deref(),
@@ -194,6 +268,9 @@ fn batched_send_splits_into_the_application_messages() {
 
 #[test]
 fn compressed_batches_name_their_codec_and_size() {
+    let frames_of = |file: &str| frames_in(LITE, file);
+    let manifest = manifest_of(LITE);
+    let scenario = |name: &str| manifest["scenarios"][name].clone();
     for (name, codec) in [
         ("produce_lz4", CompressionType::Lz4),
         ("produce_zlib", CompressionType::Zlib),
@@ -219,6 +296,14 @@ fn compressed_batches_name_their_codec_and_size() {
 
 #[test]
 fn broker_messages_and_a_redelivery_are_understood() {
+    for_both(broker_messages);
+}
+
+fn broker_messages(
+    set: Captures,
+    frames_of: &dyn Fn(&str) -> Vec<Frame>,
+    scenario: &dyn Fn(&str) -> Value,
+) {
     let s = scenario("consume_shared");
     let frames = frames_of("consume_shared.conn0.b2c.bin");
     let messages = of_type(&frames, Type::Message);
@@ -240,11 +325,13 @@ fn broker_messages_and_a_redelivery_are_understood() {
             expected["redelivery_count"].as_u64().unwrap() as u32
         );
         let payload = frame.payload.as_ref().unwrap();
-        assert_eq!(
-            payload.checksum,
-            Checksum::Absent,
-            "pulsar-lite sends MESSAGE without crc"
-        );
+        // Apache checksums MESSAGE frames; pulsar-lite sends them without crc.
+        let expected_checksum = if set.broker_checksums {
+            Checksum::Valid
+        } else {
+            Checksum::Absent
+        };
+        assert_eq!(payload.checksum, expected_checksum, "{}", set.dir);
         assert_eq!(
             payload.data,
             Bytes::from(expected["payload"].as_str().unwrap().to_owned())
@@ -268,9 +355,62 @@ fn broker_messages_and_a_redelivery_are_understood() {
 
 #[test]
 fn keepalive_pings_from_the_broker_are_answered_by_the_official_client() {
-    let from_broker = frames_of("keepalive.conn0.b2c.bin");
-    let from_client = frames_of("keepalive.conn0.c2b.bin");
-    let pings = of_type(&from_broker, Type::Ping).len();
-    assert!(pings >= 1);
-    assert_eq!(of_type(&from_client, Type::Pong).len(), pings);
+    for_both(|_, frames_of, _| {
+        let from_broker = frames_of("keepalive.conn0.b2c.bin");
+        let from_client = frames_of("keepalive.conn0.c2b.bin");
+        let pings = of_type(&from_broker, Type::Ping).len();
+        assert!(pings >= 1);
+        assert_eq!(of_type(&from_client, Type::Pong).len(), pings);
+    });
+}
+
+#[test]
+fn a_compressed_batch_from_the_broker_unpacks_into_its_messages() {
+    for_both(|set, frames_of, scenario| {
+        let s = scenario("consume_batched_lz4");
+        let frames = frames_of("consume_batched_lz4.conn0.b2c.bin");
+        let message = of_type(&frames, Type::Message)[0];
+        let payload = message.payload.as_ref().unwrap();
+        assert_eq!(
+            payload.metadata.compression(),
+            CompressionType::Lz4,
+            "{}",
+            set.dir
+        );
+        let texts: Vec<Bytes> = unpack(payload).into_iter().map(|m| m.payload).collect();
+        let expected: Vec<Bytes> = s["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Bytes::from(m["payload"].as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(texts, expected, "{}", set.dir);
+    });
+}
+
+#[test]
+fn apache_broker_frames_carry_what_pulsar_lite_leaves_out() {
+    let frames = frames_in(APACHE, "produce_plain.conn0.b2c.bin");
+    let connected = frames[0]
+        .command
+        .connected
+        .as_ref()
+        .expect("CONNECTED first");
+    assert_eq!(connected.max_message_size, Some(5 * 1024 * 1024));
+    let flags = connected.feature_flags.as_ref().expect("feature flags");
+    assert_eq!(
+        flags.supports_get_partitioned_metadata_without_auto_creation,
+        Some(true)
+    );
+    let failover = frames_in(APACHE, "consume_failover.conn0.b2c.bin");
+    let change = of_type(&failover, Type::ActiveConsumerChange);
+    assert_eq!(
+        change[0]
+            .command
+            .active_consumer_change
+            .as_ref()
+            .unwrap()
+            .is_active,
+        Some(true)
+    );
 }
