@@ -82,33 +82,21 @@ fn client_command() -> impl Strategy<Value = BaseCommand> {
             a
         )),
         (text(), any::<u64>()).prop_map(|(t, r)| commands::partitioned_metadata(&t, RequestId(r))),
-        (
-            text(),
-            ids,
-            of(text()),
-            key_values(),
-            0..4i32,
-            of(text())
-        )
-            .prop_map(
-                |(topic, (p, r), name, metadata, mode, initial)| commands::producer(
-                    proto::CommandProducer {
-                        topic,
-                        producer_id: p,
-                        request_id: r,
-                        producer_name: name,
-                        metadata,
-                        producer_access_mode: Some(mode),
-                        initial_subscription_name: initial,
-                        ..proto::CommandProducer::default()
-                    }
-                )
-            ),
-        (ids, 1..1000i32).prop_map(|((p, s), n)| commands::send(
-            ProducerId(p),
-            SequenceId(s),
-            n
-        )),
+        (text(), ids, of(text()), key_values(), 0..4i32, of(text())).prop_map(
+            |(topic, (p, r), name, metadata, mode, initial)| commands::producer(
+                proto::CommandProducer {
+                    topic,
+                    producer_id: p,
+                    request_id: r,
+                    producer_name: name,
+                    metadata,
+                    producer_access_mode: Some(mode),
+                    initial_subscription_name: initial,
+                    ..proto::CommandProducer::default()
+                }
+            )
+        ),
+        (ids, 1..1000i32).prop_map(|((p, s), n)| commands::send(ProducerId(p), SequenceId(s), n)),
         (
             text(),
             text(),
@@ -165,12 +153,9 @@ fn client_command() -> impl Strategy<Value = BaseCommand> {
                 commands::SeekTarget::PublishTime(t),
             )
         }),
-        ids
-            .prop_map(|(c, r)| commands::unsubscribe(ConsumerId(c), RequestId(r))),
-        ids
-            .prop_map(|(c, r)| commands::close_consumer(ConsumerId(c), RequestId(r))),
-        ids
-            .prop_map(|(p, r)| commands::close_producer(ProducerId(p), RequestId(r))),
+        ids.prop_map(|(c, r)| commands::unsubscribe(ConsumerId(c), RequestId(r))),
+        ids.prop_map(|(c, r)| commands::close_consumer(ConsumerId(c), RequestId(r))),
+        ids.prop_map(|(p, r)| commands::close_producer(ProducerId(p), RequestId(r))),
         ids.prop_map(|(c, r)| commands::get_last_message_id(ConsumerId(c), RequestId(r))),
     ]
 }
