@@ -7,6 +7,7 @@ pub mod compression;
 mod error;
 pub mod ids;
 pub mod message_id;
+pub mod producer;
 pub mod proto;
 pub mod wire;
 
