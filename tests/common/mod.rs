@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)] // each binary uses its own subset
 
 pub mod broker;
+pub mod fake_broker;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
