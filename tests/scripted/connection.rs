@@ -384,3 +384,43 @@ async fn close_flushes_queued_frames_and_fails_waiters_with_closed() {
     );
     assert!(conn.is_closed());
 }
+
+#[tokio::test(start_paused = true)]
+async fn control_frames_overtake_queued_send_frames() {
+    const SENDS: u64 = 30;
+    let (conn, mut broker) = connected(ConnectionOptions::default()).await;
+    // The broker reads nothing yet: the pipe and the actor's output buffer
+    // fill up, and the rest of the SENDs wait on the data lane.
+    for sequence in 0..SENDS {
+        let frame = Frame {
+            command: commands::send(ProducerId(0), SequenceId(sequence), 1),
+            payload: Some(Payload {
+                broker_entry_metadata: None,
+                checksum: Checksum::Valid,
+                metadata: proto::MessageMetadata::default(),
+                data: Bytes::from(vec![0u8; 32 * 1024]),
+            }),
+        };
+        conn.send_payload(frame).await.expect("queued");
+    }
+    conn.send_control(commands::flow(ConsumerId(1), 1))
+        .await
+        .expect("queued");
+
+    let mut sends_before_flow = 0;
+    loop {
+        let frame = guard("frame", broker.recv()).await.expect("a frame");
+        match frame.command.r#type() {
+            Type::Send => sends_before_flow += 1,
+            Type::Flow => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        sends_before_flow < SENDS,
+        "FLOW waited behind all {SENDS} SENDs instead of overtaking the queued ones"
+    );
+    for _ in sends_before_flow..SENDS {
+        broker.expect(Type::Send).await;
+    }
+}
