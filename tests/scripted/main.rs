@@ -8,4 +8,5 @@
 mod common;
 
 mod connection;
+mod handshake;
 mod lookup;
