@@ -1,5 +1,6 @@
-//! The main job, for now: start an embedded broker (pulsar-lite), connect to
-//! it with nothing but the codec, ping it, and look up a topic.
+//! The main job, for now: start an embedded broker (pulsar-lite), speak to
+//! it first with nothing but the codec (CONNECT, PING, LOOKUP), then through
+//! the `Client` (lookup, partition metadata, the pooled connection).
 //!
 //! Run it with `scripts/demo` (which does the set-up first).
 
@@ -10,6 +11,7 @@ use pulsar_wire::codec::PulsarCodec;
 use pulsar_wire::ids::RequestId;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::wire::{Frame, commands};
+use pulsar_wire::{Client, TopicName};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
@@ -85,6 +87,24 @@ async fn main() -> Result<()> {
         .ok_or("no body")?
         .partitions();
     println!("PARTITIONED_METADATA {topic} → {partitions} partitions (0 = not partitioned)");
+
+    // The same through the client layer: one pooled connection per broker.
+    let client = Client::builder()
+        .service_url(broker.service_url())
+        .build()
+        .await?;
+    let name: TopicName = "demo".parse()?;
+    println!("Client: \"demo\" is {name}");
+    let connection = client.lookup(&name).await?;
+    println!(
+        "Client: lookup → connection {} to {} (max message size {} bytes)",
+        connection.id(),
+        connection.peer(),
+        connection.max_message_size()
+    );
+    let partitions = client.partitioned_topic_metadata(&name).await?;
+    println!("Client: {partitions} partitions");
+    client.close().await;
     println!("done; stopping the embedded broker");
     Ok(())
 }

@@ -7,7 +7,6 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Monotonic now, as tokio sees it (paused and advanced in tests).
-#[allow(dead_code)] // used by the connection layer
 pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }

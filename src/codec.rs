@@ -1,4 +1,4 @@
-//! The tokio-util adapter over [`wire`](crate::wire): a thin
+//! The tokio-util adapter over [`wire`](mod@crate::wire): a thin
 //! [`Decoder`]/[`Encoder`] pair for use with `Framed`.
 //!
 //! # Examples

@@ -20,6 +20,15 @@ pub enum Error {
     /// Text that is not a message id.
     #[error(transparent)]
     MessageId(#[from] crate::message_id::ParseMessageIdError),
+    /// Text that is not a topic name.
+    #[error(transparent)]
+    TopicName(#[from] crate::client::InvalidTopicName),
+    /// A broker connection failed, or a request on it did.
+    #[error(transparent)]
+    Connection(#[from] crate::connection::ConnectionError),
+    /// The client layer failed: URL, lookup, connecting to a broker.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
 }
 
 /// `Result` with this crate's [`Error`].

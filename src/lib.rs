@@ -1,9 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod client;
 mod clock;
 pub mod codec;
 pub mod compression;
+pub mod connection;
 mod error;
 pub mod ids;
 pub mod message_id;
@@ -11,5 +13,7 @@ pub mod producer;
 pub mod proto;
 pub mod wire;
 
+pub use client::{Client, ClientBuilder, ClientError, TopicName};
+pub use connection::{Connection, ConnectionError};
 pub use error::{Error, Result};
 pub use message_id::MessageId;

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod broker;
+pub mod fake_broker;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;

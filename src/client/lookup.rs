@@ -1,0 +1,271 @@
+//! Topic lookup (LOOKUP with its redirects) and PARTITIONED_METADATA.
+//!
+//! A LOOKUP answer either names the broker that owns the topic (Connect) or
+//! sends the client to ask another broker (Redirect, with an
+//! `authoritative` flag to pass on). With `proxy_through_service_url` the
+//! owner is reached through the address that answered, naming the owner in
+//! CONNECT. At most [`MAX_REDIRECTS`] redirects are followed, as in the Java
+//! client. Deciding the next step is pure ([`next_step`], [`Redirects`]);
+//! only [`lookup`] awaits.
+
+use super::pool::Pool;
+use super::{BrokerAddress, ClientError, TopicName};
+use crate::connection::{Connection, Response};
+use crate::proto::CommandLookupTopicResponse;
+use crate::proto::command_lookup_topic_response::LookupType;
+use crate::wire::commands;
+
+/// How many redirects one lookup follows before giving up.
+pub(crate) const MAX_REDIRECTS: u32 = 20;
+
+/// Where to go after one LOOKUP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The owner: a connection to `logical`, reached through `physical`.
+    Connect {
+        logical: BrokerAddress,
+        physical: BrokerAddress,
+    },
+    /// Ask again at `to`, passing on the broker's `authoritative` flag.
+    Redirect {
+        to: BrokerAddress,
+        authoritative: bool,
+    },
+}
+
+/// Interprets a (successful) LOOKUP answer received from `asked`.
+pub(crate) fn next_step(
+    topic: &TopicName,
+    answer: &CommandLookupTopicResponse,
+    asked: &BrokerAddress,
+) -> Result<Step, ClientError> {
+    let url = answer
+        .broker_service_url
+        .as_deref()
+        .filter(|url| !url.is_empty())
+        .ok_or_else(|| ClientError::NoBrokerUrl {
+            topic: topic.to_string(),
+        })?;
+    let broker = BrokerAddress::from_url(url).map_err(|e| ClientError::BadBrokerUrl {
+        topic: topic.to_string(),
+        source: Box::new(e),
+    })?;
+    Ok(match answer.response() {
+        LookupType::Redirect => Step::Redirect {
+            to: broker,
+            authoritative: answer.authoritative(),
+        },
+        // `Failed` never gets here: the connection maps it to a server error.
+        LookupType::Connect | LookupType::Failed => {
+            let physical = if answer.proxy_through_service_url() {
+                asked.clone()
+            } else {
+                broker.clone()
+            };
+            Step::Connect {
+                logical: broker,
+                physical,
+            }
+        }
+    })
+}
+
+/// Counts the redirects of one lookup.
+#[derive(Debug, Default)]
+pub(crate) struct Redirects {
+    followed: u32,
+}
+
+impl Redirects {
+    /// Allows one more redirect to `to`, or fails once [`MAX_REDIRECTS`] were followed.
+    pub(crate) fn follow(
+        &mut self,
+        topic: &TopicName,
+        to: &BrokerAddress,
+    ) -> Result<(), ClientError> {
+        if self.followed >= MAX_REDIRECTS {
+            return Err(ClientError::TooManyRedirects {
+                topic: topic.to_string(),
+                redirects: self.followed,
+                last: to.to_string(),
+            });
+        }
+        self.followed += 1;
+        Ok(())
+    }
+}
+
+/// Finds the broker that owns `topic`, starting at `service`, and returns a
+/// pooled connection to it.
+pub(crate) async fn lookup(
+    pool: &Pool,
+    service: &BrokerAddress,
+    topic: &TopicName,
+) -> Result<Connection, ClientError> {
+    let (mut logical, mut physical) = (service.clone(), service.clone());
+    let mut authoritative = false;
+    let mut redirects = Redirects::default();
+    loop {
+        let conn = pool.get(&logical, &physical).await?;
+        let answer = conn
+            .request("LOOKUP", |id| {
+                commands::lookup(topic.as_str(), id, authoritative)
+            })
+            .await;
+        let answer = match answer {
+            Ok(Response::LookupResponse(answer)) => answer,
+            Ok(other) => return Err(unexpected("LOOKUP", topic, &other)),
+            Err(source) => return Err(request_failed("LOOKUP", topic, source)),
+        };
+        match next_step(topic, &answer, &physical)? {
+            Step::Connect { logical, physical } => return pool.get(&logical, &physical).await,
+            Step::Redirect {
+                to,
+                authoritative: flag,
+            } => {
+                tracing::debug!(topic = %topic, to = %to, authoritative = flag, "lookup redirected");
+                redirects.follow(topic, &to)?;
+                logical = to.clone();
+                physical = to;
+                authoritative = flag;
+            }
+        }
+    }
+}
+
+/// How many partitions `topic` has (0: not partitioned), asked at `service`.
+pub(crate) async fn partitioned_metadata(
+    pool: &Pool,
+    service: &BrokerAddress,
+    topic: &TopicName,
+) -> Result<u32, ClientError> {
+    const OP: &str = "PARTITIONED_METADATA";
+    let conn = pool.get(service, service).await?;
+    match conn
+        .request(OP, |id| commands::partitioned_metadata(topic.as_str(), id))
+        .await
+    {
+        Ok(Response::PartitionedMetadataResponse(answer)) => Ok(answer.partitions()),
+        Ok(other) => Err(unexpected(OP, topic, &other)),
+        Err(source) => Err(request_failed(OP, topic, source)),
+    }
+}
+
+fn unexpected(op: &'static str, topic: &TopicName, got: &Response) -> ClientError {
+    ClientError::UnexpectedResponse {
+        op,
+        topic: topic.to_string(),
+        got: got.kind(),
+    }
+}
+
+fn request_failed(
+    op: &'static str,
+    topic: &TopicName,
+    source: crate::connection::ConnectionError,
+) -> ClientError {
+    ClientError::Request {
+        op,
+        topic: topic.to_string(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic() -> TopicName {
+        TopicName::parse("t").expect("valid")
+    }
+
+    fn addr(host: &str) -> BrokerAddress {
+        BrokerAddress::new(host, 6650)
+    }
+
+    fn answer(kind: LookupType, url: Option<&str>) -> CommandLookupTopicResponse {
+        CommandLookupTopicResponse {
+            broker_service_url: url.map(str::to_owned),
+            response: Some(kind as i32),
+            ..CommandLookupTopicResponse::default()
+        }
+    }
+
+    #[test]
+    fn connect_goes_straight_to_the_owner() {
+        let a = answer(LookupType::Connect, Some("pulsar://owner:6650"));
+        assert_eq!(
+            next_step(&topic(), &a, &addr("svc")).expect("step"),
+            Step::Connect {
+                logical: addr("owner"),
+                physical: addr("owner")
+            }
+        );
+    }
+
+    #[test]
+    fn proxy_through_service_url_keeps_the_asked_address_as_physical() {
+        let a = CommandLookupTopicResponse {
+            proxy_through_service_url: Some(true),
+            ..answer(LookupType::Connect, Some("pulsar://owner:6650"))
+        };
+        assert_eq!(
+            next_step(&topic(), &a, &addr("proxy")).expect("step"),
+            Step::Connect {
+                logical: addr("owner"),
+                physical: addr("proxy")
+            }
+        );
+    }
+
+    #[test]
+    fn redirect_carries_the_authoritative_flag() {
+        let a = CommandLookupTopicResponse {
+            authoritative: Some(true),
+            ..answer(LookupType::Redirect, Some("pulsar://other:7000"))
+        };
+        assert_eq!(
+            next_step(&topic(), &a, &addr("svc")).expect("step"),
+            Step::Redirect {
+                to: BrokerAddress::new("other", 7000),
+                authoritative: true
+            }
+        );
+    }
+
+    #[test]
+    fn answers_without_a_usable_url_are_typed_errors() {
+        let tls_only = CommandLookupTopicResponse {
+            broker_service_url_tls: Some("pulsar+ssl://owner:6651".into()),
+            ..answer(LookupType::Connect, None)
+        };
+        assert!(matches!(
+            next_step(&topic(), &tls_only, &addr("svc")),
+            Err(ClientError::NoBrokerUrl { .. })
+        ));
+        let bad = answer(LookupType::Connect, Some("owner:6650"));
+        assert!(matches!(
+            next_step(&topic(), &bad, &addr("svc")),
+            Err(ClientError::BadBrokerUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn twenty_redirects_are_followed_the_twenty_first_fails() {
+        let mut redirects = Redirects::default();
+        for _ in 0..MAX_REDIRECTS {
+            redirects
+                .follow(&topic(), &addr("b"))
+                .expect("within the limit");
+        }
+        match redirects.follow(&topic(), &addr("b")) {
+            Err(ClientError::TooManyRedirects {
+                redirects, last, ..
+            }) => {
+                assert_eq!(redirects, 20);
+                assert_eq!(last, "b:6650");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

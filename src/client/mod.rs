@@ -1,0 +1,267 @@
+//! The [`Client`]: connections to a Pulsar cluster, topic lookup and topic names.
+//!
+//! A client holds a pool of broker connections (one per broker by default)
+//! and finds, for a topic, the broker that serves it. Producers and
+//! consumers are built on top of it.
+
+mod address;
+mod connector;
+mod error;
+mod lookup;
+mod pool;
+mod topic;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use address::{BrokerAddress, DEFAULT_PORT};
+pub use connector::{BrokerStream, Connector, TcpConnector};
+pub use error::{ClientError, UrlProblem};
+pub use topic::{InvalidTopicName, TopicDomain, TopicName, TopicNameProblem};
+
+use crate::Error;
+use crate::connection::{Connection, ConnectionOptions};
+use pool::{Pool, PoolConfig};
+
+/// A Pulsar client: cheap to clone (all clones share one connection pool).
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::{Client, TopicName};
+/// # async fn demo() -> Result<(), pulsar_wire::Error> {
+/// let client = Client::builder()
+///     .service_url("pulsar://127.0.0.1:6650")
+///     .build()
+///     .await?;
+/// let topic: TopicName = "orders".parse()?;
+/// let partitions = client.partitioned_topic_metadata(&topic).await?;
+/// let connection = client.lookup(&topic).await?; // to the broker that owns it
+/// println!("{partitions} partitions, owner max message size {}", connection.max_message_size());
+/// client.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    service_url: String,
+    service: BrokerAddress,
+    pool: Pool,
+    operation_timeout: Duration,
+}
+
+impl Client {
+    /// A builder with the defaults: operation timeout 30 s, keepalive 30 s,
+    /// connection timeout 10 s, one connection per broker.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The service URL the client was built with.
+    pub fn service_url(&self) -> &str {
+        &self.inner.service_url
+    }
+
+    /// How long a request waits for its answer.
+    pub fn operation_timeout(&self) -> Duration {
+        self.inner.operation_timeout
+    }
+
+    /// Finds the broker that serves `topic` (following redirects) and
+    /// returns the pooled connection to it.
+    ///
+    /// # Errors
+    /// [`ClientError::Request`] if a LOOKUP failed (broker error code,
+    /// timeout, lost connection), [`ClientError::TooManyRedirects`] after
+    /// 20 redirects, [`ClientError::Connect`] if the broker cannot be
+    /// reached, [`ClientError::Closed`] after [`close`](Self::close).
+    pub async fn lookup(&self, topic: &TopicName) -> Result<Connection, ClientError> {
+        lookup::lookup(&self.inner.pool, &self.inner.service, topic).await
+    }
+
+    /// How many partitions `topic` has; 0 for a topic that is not partitioned.
+    ///
+    /// # Errors
+    /// [`ClientError::Request`] if PARTITIONED_METADATA failed, or the
+    /// errors of reaching the service URL (see [`lookup`](Self::lookup)).
+    pub async fn partitioned_topic_metadata(&self, topic: &TopicName) -> Result<u32, ClientError> {
+        lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic).await
+    }
+
+    /// Closes every connection (flushing what is queued on them); requests
+    /// still waiting fail with [`ConnectionError::Closed`](crate::connection::ConnectionError::Closed),
+    /// and later calls with [`ClientError::Closed`]. Affects all clones.
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+}
+
+/// Configures and builds a [`Client`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    service_url: Option<String>,
+    operation_timeout: Duration,
+    keepalive_interval: Duration,
+    connection_timeout: Duration,
+    connections_per_broker: usize,
+    connector: Option<Arc<dyn Connector>>,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        Self {
+            service_url: None,
+            operation_timeout: Duration::from_secs(30),
+            keepalive_interval: Duration::from_secs(30),
+            connection_timeout: Duration::from_secs(10),
+            connections_per_broker: 1,
+            connector: None,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// The cluster to talk to: `pulsar://host[:port]` (port 6650 by
+    /// default). Required. `pulsar+ssl://` is refused for now.
+    pub fn service_url(mut self, url: impl Into<String>) -> Self {
+        self.service_url = Some(url.into());
+        self
+    }
+
+    /// How long a request (lookup, producer creation, subscribe, …) waits
+    /// for its answer. Default 30 s.
+    pub const fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+
+    /// How often connections PING the broker; one whose PING is unanswered
+    /// at the next tick is declared dead. Default 30 s.
+    pub const fn keepalive_interval(mut self, interval: Duration) -> Self {
+        self.keepalive_interval = interval;
+        self
+    }
+
+    /// How long opening a socket to a broker may take. Default 10 s.
+    pub const fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How many connections to open to each broker (requests spread over
+    /// them round-robin). Default 1.
+    pub const fn connections_per_broker(mut self, n: usize) -> Self {
+        self.connections_per_broker = n;
+        self
+    }
+
+    /// Opens broker streams with `connector` instead of plain TCP (custom
+    /// transports, in-memory brokers in tests).
+    pub fn connector(mut self, connector: impl Connector) -> Self {
+        self.connector = Some(Arc::new(connector));
+        self
+    }
+
+    /// Checks the settings and connects to the service URL.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidOption`] for a missing service URL or a zero
+    /// count or duration, [`ClientError::UnsupportedScheme`] /
+    /// [`ClientError::InvalidUrl`] for the URL, [`ClientError::Connect`] if
+    /// the service URL cannot be reached. All wrapped in [`Error::Client`].
+    pub async fn build(self) -> Result<Client, Error> {
+        let invalid = |option, reason| ClientError::InvalidOption { option, reason };
+        let service_url = self
+            .service_url
+            .ok_or_else(|| invalid("service_url", "is required"))?;
+        let service = BrokerAddress::from_url(&service_url)?;
+        if self.connections_per_broker == 0 {
+            return Err(invalid("connections_per_broker", "must be at least 1").into());
+        }
+        for (option, value) in [
+            ("operation_timeout", self.operation_timeout),
+            ("keepalive_interval", self.keepalive_interval),
+            ("connection_timeout", self.connection_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(invalid(option, "must be longer than zero").into());
+            }
+        }
+        let options = ConnectionOptions::default()
+            .operation_timeout(self.operation_timeout)
+            .keepalive_interval(self.keepalive_interval);
+        let pool = Pool::new(PoolConfig {
+            connector: self.connector.unwrap_or_else(|| Arc::new(TcpConnector)),
+            options,
+            connection_timeout: self.connection_timeout,
+            connections_per_broker: self.connections_per_broker,
+        });
+        // Fail fast on an unreachable cluster; the connection stays pooled.
+        pool.get(&service, &service).await?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                service_url,
+                service,
+                pool,
+                operation_timeout: self.operation_timeout,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build_error(builder: ClientBuilder) -> ClientError {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match rt.block_on(builder.build()) {
+            Err(Error::Client(e)) => e,
+            other => panic!("expected a client error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn builder_validates_before_connecting() {
+        assert!(matches!(
+            build_error(Client::builder()),
+            ClientError::InvalidOption {
+                option: "service_url",
+                ..
+            }
+        ));
+        assert!(matches!(
+            build_error(Client::builder().service_url("pulsar+ssl://b:6651")),
+            ClientError::UnsupportedScheme { ref scheme, .. } if scheme == "pulsar+ssl"
+        ));
+        assert!(matches!(
+            build_error(
+                Client::builder()
+                    .service_url("pulsar://b")
+                    .connections_per_broker(0)
+            ),
+            ClientError::InvalidOption {
+                option: "connections_per_broker",
+                ..
+            }
+        ));
+        assert!(matches!(
+            build_error(
+                Client::builder()
+                    .service_url("pulsar://b")
+                    .operation_timeout(Duration::ZERO)
+            ),
+            ClientError::InvalidOption {
+                option: "operation_timeout",
+                ..
+            }
+        ));
+    }
+}

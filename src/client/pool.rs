@@ -1,0 +1,256 @@
+//! The connection pool: broker address → [`Connection`].
+//!
+//! A pool key is (logical address, physical address, slot): the logical
+//! address is the broker the connection is for, the physical one where the
+//! socket goes (they differ behind a proxy). With `connections_per_broker`
+//! = n, requests spread round-robin over n slots per broker; the default is
+//! one connection per broker.
+//!
+//! Concurrent requests for the same key share one connect attempt: the
+//! first creates it (a spawned task, so it finishes even if that caller
+//! gives up), later ones await the same shared outcome. A failed attempt is
+//! removed so the next request tries afresh. Every live connection is
+//! watched: when it ends, the pool forgets it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use tracing::debug;
+
+use super::{BrokerAddress, ClientError, Connector};
+use crate::connection::{Connection, ConnectionError, ConnectionId, ConnectionOptions};
+
+type Attempt = Shared<BoxFuture<'static, Result<Connection, ClientError>>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    logical: BrokerAddress,
+    physical: BrokerAddress,
+    slot: usize,
+}
+
+enum Entry {
+    Connecting { attempt: u64, outcome: Attempt },
+    Ready(Connection),
+}
+
+#[derive(Default)]
+struct State {
+    closed: bool,
+    entries: HashMap<Key, Entry>,
+}
+
+/// Settings the pool opens connections with.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolConfig {
+    pub(crate) connector: Arc<dyn Connector>,
+    pub(crate) options: ConnectionOptions,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) connections_per_broker: usize,
+}
+
+/// Shared connections to brokers. Cloning shares the pool.
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: PoolConfig,
+    next_slot: AtomicUsize,
+    next_attempt: AtomicU64,
+    state: Mutex<State>,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.lock();
+        f.debug_struct("Pool")
+            .field("connections", &state.entries.len())
+            .field("closed", &state.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(config: PoolConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                next_slot: AtomicUsize::new(0),
+                next_attempt: AtomicU64::new(0),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// A live connection to `logical` through `physical`: a pooled one, the
+    /// outcome of an attempt already under way, or a new attempt.
+    pub(crate) async fn get(
+        &self,
+        logical: &BrokerAddress,
+        physical: &BrokerAddress,
+    ) -> Result<Connection, ClientError> {
+        let per_broker = self.inner.config.connections_per_broker;
+        let slot = match per_broker {
+            0 | 1 => 0,
+            n => self.inner.next_slot.fetch_add(1, Ordering::Relaxed) % n,
+        };
+        let key = Key {
+            logical: logical.clone(),
+            physical: physical.clone(),
+            slot,
+        };
+        let outcome = {
+            let mut state = self.inner.lock();
+            if state.closed {
+                return Err(ClientError::Closed);
+            }
+            match state.entries.get(&key) {
+                Some(Entry::Ready(conn)) if !conn.is_closed() => return Ok(conn.clone()),
+                Some(Entry::Connecting { outcome, .. }) => outcome.clone(),
+                _ => {
+                    let attempt = self.inner.next_attempt.fetch_add(1, Ordering::Relaxed);
+                    let outcome = start(Arc::downgrade(&self.inner), key.clone(), attempt);
+                    let entry = Entry::Connecting {
+                        attempt,
+                        outcome: outcome.clone(),
+                    };
+                    state.entries.insert(key, entry);
+                    outcome
+                }
+            }
+        };
+        outcome.await
+    }
+
+    /// Closes every pooled connection; later requests fail with [`ClientError::Closed`].
+    pub(crate) async fn close(&self) {
+        let entries = {
+            let mut state = self.inner.lock();
+            state.closed = true;
+            std::mem::take(&mut state.entries)
+        };
+        let closing = entries.into_values().filter_map(|entry| match entry {
+            Entry::Ready(conn) => Some(async move { conn.close().await }),
+            // Its task sees `closed` and closes what it opened.
+            Entry::Connecting { .. } => None,
+        });
+        futures::future::join_all(closing).await;
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock; recover the state if one did.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records the outcome of `attempt` for `key`; returns the connection
+    /// unless the pool was closed meanwhile.
+    fn settle(&self, key: &Key, attempt: u64, outcome: &Result<Connection, ClientError>) -> bool {
+        let mut state = self.lock();
+        let current = matches!(state.entries.get(key),
+            Some(Entry::Connecting { attempt: a, .. }) if *a == attempt);
+        if state.closed {
+            return false;
+        }
+        if current {
+            match outcome {
+                Ok(conn) => state
+                    .entries
+                    .insert(key.clone(), Entry::Ready(conn.clone())),
+                Err(_) => state.entries.remove(key),
+            };
+        }
+        true
+    }
+
+    /// Forgets `key` if it still holds the connection `id`, which has ended.
+    fn forget(&self, key: &Key, id: ConnectionId, err: &ConnectionError) {
+        let mut state = self.lock();
+        if matches!(state.entries.get(key), Some(Entry::Ready(c)) if c.id() == id) {
+            debug!(connection = %id, broker = %key.logical, error = %err, "forgetting ended connection");
+            state.entries.remove(key);
+        }
+    }
+}
+
+/// Spawns the connect attempt for `key` and returns its shared outcome.
+fn start(pool: Weak<Inner>, key: Key, attempt: u64) -> Attempt {
+    let Some(inner) = pool.upgrade() else {
+        return futures::future::ready(Err(ClientError::Closed))
+            .boxed()
+            .shared();
+    };
+    let config = inner.config.clone();
+    drop(inner);
+    let address = key.physical.to_string();
+    let task = tokio::spawn(async move {
+        let outcome = open(&config, &key).await;
+        let Some(inner) = pool.upgrade() else {
+            return Err(ClientError::Closed);
+        };
+        if !inner.settle(&key, attempt, &outcome) {
+            if let Ok(conn) = &outcome {
+                conn.close().await;
+            }
+            return Err(ClientError::Closed);
+        }
+        if let Ok(conn) = &outcome {
+            let (closed, id) = (conn.closed_signal(), conn.id());
+            let watcher = Arc::downgrade(&inner);
+            tokio::spawn(async move {
+                let err = closed.await;
+                if let Some(inner) = watcher.upgrade() {
+                    inner.forget(&key, id, &err);
+                }
+            });
+        }
+        outcome
+    });
+    async move {
+        task.await.unwrap_or_else(|_| {
+            Err(ClientError::Connect {
+                address,
+                source: ConnectionError::Closed,
+            })
+        })
+    }
+    .boxed()
+    .shared()
+}
+
+/// Opens the stream and runs the handshake, within the connection timeout.
+async fn open(config: &PoolConfig, key: &Key) -> Result<Connection, ClientError> {
+    let fail = |source| ClientError::Connect {
+        address: key.physical.to_string(),
+        source,
+    };
+    let timeout = config.connection_timeout;
+    let io = tokio::time::timeout(timeout, config.connector.connect(&key.physical))
+        .await
+        .map_err(|_| {
+            fail(ConnectionError::Timeout {
+                op: "TCP connect",
+                after: timeout,
+            })
+        })?
+        .map_err(|e| fail(e.into()))?;
+    let mut options = config.options.clone();
+    if key.logical == key.physical {
+        options = options.peer_name(key.physical.to_string());
+    } else {
+        options = options
+            .peer_name(format!("{} via {}", key.logical, key.physical))
+            .proxy_to_broker_url(key.logical.to_string());
+    }
+    Connection::connect(io, options).await.map_err(fail)
+}

@@ -1,0 +1,252 @@
+//! The connection actor: the one task that owns a broker socket.
+//!
+//! It waits on five things at once, in this order of preference (`biased`):
+//! writing out what is queued, reading a frame, the control lane (requests,
+//! registrations, acks, flow: never queued behind data), the data lane (SEND
+//! frames, bounded: producer backpressure), and one timer for request
+//! timeouts and keepalive. Outgoing frames are encoded into one buffer that
+//! is written as the socket accepts it, so a slow broker never stops the
+//! actor from reading; while the buffer is above a high-water mark the lanes
+//! are not read, which pushes back on the handles.
+//!
+//! Only the loop awaits. What happens on a command, a frame or a tick is
+//! decided by plain functions over [`Core`] and the pure [`Router`] and
+//! [`Keepalive`]. When the loop ends for any reason, every waiter and every
+//! registration gets the same error ("poison") and the lanes are drained,
+//! so nothing waits forever.
+
+use std::io;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::FramedRead;
+use tracing::{debug, trace, warn};
+
+use super::command::Command;
+use super::handshake::challenge_answer;
+use super::inbound::Reaction;
+use super::keepalive::{self, Keepalive};
+use super::router::Router;
+use super::{ConnectionError, ConnectionOptions};
+use crate::clock;
+use crate::codec::PulsarCodec;
+use crate::proto::BaseCommand;
+use crate::wire::{self, Frame, FrameError, commands};
+
+/// Above this many queued output bytes the lanes are not read until the
+/// socket takes some (one frame may overshoot it).
+const HIGH_WATER: usize = 256 * 1024;
+
+/// The receiving ends of a connection's two lanes.
+pub(crate) struct Lanes {
+    pub(crate) control: mpsc::Receiver<Command>,
+    pub(crate) data: mpsc::Receiver<Frame>,
+}
+
+/// The actor's state apart from the socket: what the plain handlers touch.
+pub(crate) struct Core {
+    pub(crate) router: Router,
+    pub(crate) keepalive: Keepalive,
+    pub(crate) options: ConnectionOptions,
+    /// Encoded frames not yet written to the socket.
+    pub(crate) out: BytesMut,
+}
+
+impl Core {
+    pub(crate) fn new(now: Instant, options: ConnectionOptions) -> Self {
+        Self {
+            router: Router::new(options.operation_timeout),
+            keepalive: Keepalive::new(now, options.keepalive_interval),
+            options,
+            out: BytesMut::new(),
+        }
+    }
+
+    fn write_command(&mut self, command: &BaseCommand) -> Result<(), FrameError> {
+        wire::encode_command(command, &mut self.out)
+    }
+
+    /// The earliest moment a timer has something to do.
+    fn next_deadline(&self) -> Instant {
+        let keepalive = self.keepalive.next_deadline();
+        self.router
+            .next_deadline()
+            .map_or(keepalive, |request| request.min(keepalive))
+    }
+}
+
+/// Handles one command from the control lane; returns the completion signal
+/// of a `Close` (the loop ends on it).
+pub(crate) fn handle_command(
+    core: &mut Core,
+    now: Instant,
+    command: Command,
+) -> Option<oneshot::Sender<()>> {
+    match command {
+        Command::Request {
+            id,
+            op,
+            command,
+            reply,
+        } => match core.write_command(&command) {
+            Ok(()) => {
+                trace!(request = %id, op, "request sent");
+                core.router.insert_request(now, id, op, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+        },
+        Command::Control(command) => {
+            if let Err(e) = core.write_command(&command) {
+                let kind = command.r#type().as_str_name();
+                warn!(command = kind, error = %e, "control command could not be encoded");
+            }
+        }
+        Command::RegisterProducer { id, mailbox } => core.router.register_producer(id, mailbox),
+        Command::RegisterConsumer { id, mailbox } => core.router.register_consumer(id, mailbox),
+        Command::UnregisterProducer(id) => core.router.unregister_producer(id),
+        Command::UnregisterConsumer(id) => core.router.unregister_consumer(id),
+        Command::Close { done } => return Some(done),
+    }
+    None
+}
+
+/// Handles one frame from the broker.
+pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
+    core.keepalive.on_activity();
+    trace!(command = frame.command.r#type().as_str_name(), "received");
+    let answer = match core.router.on_inbound(frame) {
+        Reaction::None => return,
+        Reaction::SendPong => commands::pong(),
+        Reaction::AnswerAuthChallenge => {
+            debug!("answering AUTH_CHALLENGE");
+            challenge_answer(core.options.auth.as_ref())
+        }
+    };
+    if let Err(e) = core.write_command(&answer) {
+        warn!(error = %e, "answer could not be encoded");
+    }
+}
+
+/// Expires requests and runs the keepalive; an error ends the connection.
+pub(crate) fn handle_tick(core: &mut Core, now: Instant) -> Result<(), ConnectionError> {
+    core.router.expire(now);
+    match core.keepalive.on_tick(now) {
+        None => Ok(()),
+        Some(keepalive::Action::SendPing) => {
+            trace!("keepalive PING");
+            core.write_command(&commands::ping())?;
+            Ok(())
+        }
+        Some(keepalive::Action::Dead) => Err(ConnectionError::KeepaliveExpired {
+            interval: core.keepalive.interval(),
+        }),
+    }
+}
+
+/// What [`write_some`] returns for a flush.
+const FLUSHED: usize = usize::MAX;
+
+/// Writes some of `out`, or flushes once it is empty; returns the bytes
+/// written, or [`FLUSHED`].
+async fn write_some<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    out: &mut BytesMut,
+) -> io::Result<usize> {
+    if out.is_empty() {
+        writer.flush().await.map(|()| FLUSHED)
+    } else {
+        writer.write_buf(out).await
+    }
+}
+
+/// The actor's loop: runs until the socket dies, a `Close` arrives or every
+/// handle is dropped, then poisons everything still waiting.
+pub(crate) async fn run<R, W>(
+    mut reader: FramedRead<R, PulsarCodec>,
+    mut writer: W,
+    mut lanes: Lanes,
+    mut core: Core,
+    state: watch::Sender<Option<ConnectionError>>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut data_open = true;
+    let mut unflushed = false;
+    let mut closing = None;
+    let timer = tokio::time::sleep_until(core.next_deadline().into());
+    tokio::pin!(timer);
+
+    let err = loop {
+        if let Err(e) = handle_tick(&mut core, clock::now()) {
+            break e;
+        }
+        let deadline = core.next_deadline().into();
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        let room = core.out.len() < HIGH_WATER;
+        tokio::select! {
+            biased;
+            written = write_some(&mut writer, &mut core.out), if !core.out.is_empty() || unflushed => {
+                match written {
+                    Ok(0) => break io::Error::from(io::ErrorKind::WriteZero).into(),
+                    Ok(FLUSHED) => unflushed = false,
+                    Ok(_) => unflushed = true,
+                    Err(e) => break e.into(),
+                }
+            },
+            read = reader.next() => match read {
+                Some(Ok(frame)) => handle_inbound(&mut core, frame),
+                Some(Err(e)) => break e.into(),
+                None => break ConnectionError::Disconnected,
+            },
+            command = lanes.control.recv(), if room => match command {
+                Some(command) => {
+                    if let Some(done) = handle_command(&mut core, clock::now(), command) {
+                        closing = Some(done);
+                        break ConnectionError::Closed;
+                    }
+                }
+                None => break ConnectionError::Closed,
+            },
+            frame = lanes.data.recv(), if room && data_open => match frame {
+                Some(frame) => {
+                    if let Err(e) = wire::encode(&frame, &mut core.out) {
+                        warn!(error = %e, "SEND frame could not be encoded");
+                    }
+                }
+                None => data_open = false,
+            },
+            () = &mut timer => {}
+        }
+    };
+
+    if matches!(err, ConnectionError::Closed) {
+        // Best effort: what was queued (acks, say) still goes out.
+        let flush = async {
+            writer.write_all_buf(&mut core.out).await?;
+            writer.shutdown().await
+        };
+        let timeout = core.options.operation_timeout;
+        if let Ok(Err(e)) = tokio::time::timeout(timeout, flush).await {
+            debug!(error = %e, "flush on close failed");
+        }
+    }
+    debug!(error = %err, pending = core.router.pending_requests(), "connection ended");
+    core.router.fail_all(&err);
+    state.send_replace(Some(err.clone()));
+    lanes.control.close();
+    lanes.data.close();
+    while let Some(command) = lanes.control.recv().await {
+        command.fail(&err);
+    }
+    if let Some(done) = closing {
+        let _ = done.send(());
+    }
+}

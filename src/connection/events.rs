@@ -1,0 +1,127 @@
+//! What a connection hands back: [`Response`]s to requests, and the events
+//! it routes to registered producers ([`ProducerEvent`]) and consumers
+//! ([`ConsumerEvent`]).
+
+use crate::MessageId;
+use crate::connection::ConnectionError;
+use crate::ids::SequenceId;
+use crate::proto;
+use crate::proto::ServerError;
+use crate::wire::Payload;
+
+/// The successful answer to a request, matched to it by request id.
+///
+/// Error answers never arrive here: `ERROR`, and responses that carry an
+/// error code (a failed LOOKUP or PARTITIONED_METADATA, an ACK_RESPONSE with
+/// an error), become [`ConnectionError::Server`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Response {
+    /// `SUCCESS` (subscribe, unsubscribe, seek, close producer/consumer, …).
+    Success(proto::CommandSuccess),
+    /// `PRODUCER_SUCCESS` with `producer_ready` not false (a producer still
+    /// waiting for exclusive access stays pending until its second answer).
+    ProducerSuccess(proto::CommandProducerSuccess),
+    /// `LOOKUP_RESPONSE` (Connect or Redirect).
+    LookupResponse(proto::CommandLookupTopicResponse),
+    /// `PARTITIONED_METADATA_RESPONSE`.
+    PartitionedMetadataResponse(proto::CommandPartitionedTopicMetadataResponse),
+    /// `GET_LAST_MESSAGE_ID_RESPONSE`.
+    GetLastMessageIdResponse(proto::CommandGetLastMessageIdResponse),
+    /// `ACK_RESPONSE` to an ack that carried a request id.
+    AckResponse(proto::CommandAckResponse),
+    /// `GET_TOPICS_OF_NAMESPACE_RESPONSE`.
+    GetTopicsOfNamespaceResponse(proto::CommandGetTopicsOfNamespaceResponse),
+}
+
+impl Response {
+    /// The protocol name of the command that came back, e.g. `"LOOKUP_RESPONSE"`,
+    /// for errors that say "expected X, got Y".
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Success(_) => "SUCCESS",
+            Self::ProducerSuccess(_) => "PRODUCER_SUCCESS",
+            Self::LookupResponse(_) => "LOOKUP_RESPONSE",
+            Self::PartitionedMetadataResponse(_) => "PARTITIONED_METADATA_RESPONSE",
+            Self::GetLastMessageIdResponse(_) => "GET_LAST_MESSAGE_ID_RESPONSE",
+            Self::AckResponse(_) => "ACK_RESPONSE",
+            Self::GetTopicsOfNamespaceResponse(_) => "GET_TOPICS_OF_NAMESPACE_RESPONSE",
+        }
+    }
+}
+
+/// Where the broker says a closed or migrated producer/consumer should go next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerHint {
+    /// `pulsar://…` URL of the broker now serving the topic, if the broker named one.
+    pub broker_url: Option<String>,
+    /// `pulsar+ssl://…` URL of that broker, if the broker named one.
+    pub broker_url_tls: Option<String>,
+}
+
+/// What a connection tells a registered producer.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ProducerEvent {
+    /// `SEND_RECEIPT`: the broker stored the message (or batch) starting at `sequence_id`.
+    Receipt {
+        /// The sequence id of the SEND (the first message of a batch).
+        sequence_id: SequenceId,
+        /// The highest sequence id of the batch, when the broker sent it (0 otherwise).
+        highest_sequence_id: SequenceId,
+        /// Where the message was stored; `None` if the broker did not say.
+        message_id: Option<MessageId>,
+    },
+    /// `SEND_ERROR`: the broker did not store the message at `sequence_id`.
+    SendError {
+        /// The sequence id of the failed SEND.
+        sequence_id: SequenceId,
+        /// The broker's error code (`ChecksumError`, `NotAllowedError`, …).
+        code: ServerError,
+        /// The broker's explanation.
+        message: String,
+    },
+    /// `CLOSE_PRODUCER` from the broker (topic unloaded, moved, deleted). The
+    /// registration is removed: the producer must be created again.
+    Closed(BrokerHint),
+    /// `TOPIC_MIGRATED`: the topic moved to another cluster.
+    TopicMigrated(BrokerHint),
+    /// The connection died; every registration is gone and no more events follow.
+    ConnectionLost(ConnectionError),
+}
+
+/// What a connection tells a registered consumer.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+// `Message` is nearly every event; boxing it would cost an allocation per message.
+#[allow(clippy::large_enum_variant)]
+pub enum ConsumerEvent {
+    /// `MESSAGE`: an entry (one message or a batch) for this consumer.
+    Message {
+        /// The entry's id, as the broker sent it (partition may be unset).
+        message_id: MessageId,
+        /// How often the broker delivered this entry before.
+        redelivery_count: u32,
+        /// For a batch some of whose members were already acked: the
+        /// remaining members as a bit set (empty when there is none).
+        ack_set: Vec<i64>,
+        /// The consumer epoch the broker stamped on the delivery, if any.
+        consumer_epoch: Option<u64>,
+        /// Metadata and bytes; the checksum state says whether they can be trusted.
+        payload: Payload,
+    },
+    /// `CLOSE_CONSUMER` from the broker. The registration is removed: the
+    /// consumer must subscribe again.
+    Closed(BrokerHint),
+    /// `ACTIVE_CONSUMER_CHANGE` (Failover subscriptions).
+    ActiveConsumerChange {
+        /// Whether this consumer is now the active one.
+        is_active: bool,
+    },
+    /// `REACHED_END_OF_TOPIC`: the topic was terminated and everything was delivered.
+    ReachedEndOfTopic,
+    /// `TOPIC_MIGRATED`: the topic moved to another cluster.
+    TopicMigrated(BrokerHint),
+    /// The connection died; every registration is gone and no more events follow.
+    ConnectionLost(ConnectionError),
+}

@@ -1,0 +1,344 @@
+//! One broker connection: the [`Connection`] handle and the actor behind it.
+//!
+//! Each TCP connection is owned by one task (the actor, in `actor.rs`); any
+//! number of cheap [`Connection`] clones talk to it over two lanes. The
+//! control lane carries requests, registrations and control frames (ack,
+//! flow, redeliver) and is always served before the data lane, which carries
+//! SEND frames and is bounded so producers feel backpressure.
+//!
+//! Most code gets a `Connection` from [`Client::lookup`](crate::Client::lookup);
+//! [`Connection::connect`] runs one over any byte stream (a `TcpStream`, or
+//! `tokio::io::duplex` in tests).
+
+mod actor;
+mod command;
+mod error;
+mod events;
+mod handshake;
+mod inbound;
+mod keepalive;
+mod options;
+mod router;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::FramedRead;
+use tracing::{Instrument, info, info_span};
+
+pub use error::ConnectionError;
+pub use events::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
+pub use options::ConnectionOptions;
+
+use crate::clock;
+use crate::codec::PulsarCodec;
+use crate::ids::{ConsumerId, ProducerId, RequestId};
+use crate::proto::BaseCommand;
+use crate::wire::{self, Frame};
+use command::Command;
+
+/// Capacity of the control lane: requests, registrations, acks and flow.
+const CONTROL_LANE_CAPACITY: usize = 1024;
+
+/// Names one connection in logs and tells connections apart (unique in the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A handle to one broker connection. Cloning is cheap; the connection
+/// lives while a handle does (or until it fails or is closed).
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::connection::{Connection, ConnectionOptions, Response};
+/// use pulsar_wire::wire::commands;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let socket = tokio::net::TcpStream::connect("127.0.0.1:6650").await?;
+/// let conn = Connection::connect(socket, ConnectionOptions::default()).await?;
+/// let topic = "persistent://public/default/orders";
+/// match conn.request("PARTITIONED_METADATA", |id| commands::partitioned_metadata(topic, id)).await? {
+///     Response::PartitionedMetadataResponse(r) => println!("{} partitions", r.partitions()),
+///     other => println!("unexpected {}", other.kind()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: ConnectionId,
+    peer: String,
+    control: mpsc::Sender<Command>,
+    data: mpsc::Sender<Frame>,
+    next_request: AtomicU64,
+    next_producer: AtomicU64,
+    next_consumer: AtomicU64,
+    /// `Some(error)` once the actor has ended.
+    state: watch::Receiver<Option<ConnectionError>>,
+    max_message_size: usize,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.inner.id)
+            .field("peer", &self.inner.peer)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Runs the CONNECT handshake over `io` and starts the connection's actor task.
+    ///
+    /// # Errors
+    /// [`ConnectionError::Server`] if the broker refused CONNECT,
+    /// [`ConnectionError::Timeout`] if it did not answer within the
+    /// operation timeout, or the IO/frame error that broke the handshake.
+    pub async fn connect<S>(io: S, options: ConnectionOptions) -> Result<Self, ConnectionError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = ConnectionId(NEXT_ID.fetch_add(1, Ordering::Relaxed));
+        let span = info_span!("connection", id = %id, peer = %options.peer);
+        let (read_half, mut writer) = tokio::io::split(io);
+        let mut reader = FramedRead::new(read_half, PulsarCodec::default());
+        let connected = handshake::handshake(&mut reader, &mut writer, &options)
+            .instrument(span.clone())
+            .await?;
+        span.in_scope(|| {
+            info!(
+                server = %connected.server_version,
+                protocol = connected.protocol_version,
+                max_message_size = connected.max_message_size,
+                "connected"
+            );
+        });
+
+        let (control_tx, control_rx) = mpsc::channel(CONTROL_LANE_CAPACITY);
+        let (data_tx, data_rx) = mpsc::channel(options.data_lane_capacity);
+        let (state_tx, state_rx) = watch::channel(None);
+        let peer = options.peer.clone();
+        let core = actor::Core::new(clock::now(), options);
+        let lanes = actor::Lanes {
+            control: control_rx,
+            data: data_rx,
+        };
+        tokio::spawn(actor::run(reader, writer, lanes, core, state_tx).instrument(span));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id,
+                peer,
+                control: control_tx,
+                data: data_tx,
+                next_request: AtomicU64::new(0),
+                next_producer: AtomicU64::new(0),
+                next_consumer: AtomicU64::new(0),
+                state: state_rx,
+                max_message_size: connected.max_message_size,
+            }),
+        })
+    }
+
+    /// This connection's id (as in its log span).
+    pub fn id(&self) -> ConnectionId {
+        self.inner.id
+    }
+
+    /// The peer this connection was opened to, as given in [`ConnectionOptions::peer_name`].
+    pub fn peer(&self) -> &str {
+        &self.inner.peer
+    }
+
+    /// Sends a request and waits for its answer.
+    ///
+    /// The handle allocates the request id and passes it to `build`, which
+    /// makes the command (usually a [`wire::commands`] constructor). The
+    /// actor registers the request and writes it in one step. `op` names the
+    /// request in errors and logs (e.g. `"LOOKUP"`).
+    ///
+    /// # Errors
+    /// [`ConnectionError::Server`] for an error answer (the broker's code
+    /// and message), [`ConnectionError::Timeout`] after the operation
+    /// timeout, or the error that ended the connection.
+    pub async fn request(
+        &self,
+        op: &'static str,
+        build: impl FnOnce(RequestId) -> BaseCommand,
+    ) -> Result<Response, ConnectionError> {
+        let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
+        let (reply, answer) = oneshot::channel();
+        let command = build(id);
+        self.send_command(Command::Request {
+            id,
+            op,
+            command,
+            reply,
+        })
+        .await?;
+        answer.await.unwrap_or_else(|_| Err(self.final_error()))
+    }
+
+    /// Queues a command that gets no answer (ack, flow, redeliver) on the
+    /// control lane, ahead of any queued SEND frames.
+    ///
+    /// # Errors
+    /// The error that ended the connection.
+    pub async fn send_control(&self, command: BaseCommand) -> Result<(), ConnectionError> {
+        self.send_command(Command::Control(command)).await
+    }
+
+    /// Queues a SEND frame on the data lane; waits while the lane is full
+    /// (backpressure). The receipt or error arrives on the producer's mailbox.
+    ///
+    /// # Errors
+    /// [`ConnectionError::TooLarge`] if the frame exceeds what the broker
+    /// accepts, or the error that ended the connection.
+    pub async fn send_payload(&self, frame: Frame) -> Result<(), ConnectionError> {
+        let size = wire::encoded_len(&frame);
+        let max = wire::max_frame_size_for(self.inner.max_message_size);
+        if size > max {
+            return Err(ConnectionError::TooLarge { size, max });
+        }
+        self.inner
+            .data
+            .send(frame)
+            .await
+            .map_err(|_| self.final_error())
+    }
+
+    /// Routes SEND_RECEIPT, SEND_ERROR, CLOSE_PRODUCER and TOPIC_MIGRATED
+    /// for producer `id` to `mailbox`. Register before sending PRODUCER.
+    ///
+    /// The mailbox is unbounded so the actor never blocks on it; its bound is
+    /// the producer's own: receipts only come for SENDs it made, so it holds
+    /// at most the producer's pending messages. If the connection dies the
+    /// mailbox gets [`ProducerEvent::ConnectionLost`], also when it dies
+    /// before the registration is processed.
+    ///
+    /// # Errors
+    /// The error that ended the connection.
+    pub async fn register_producer(
+        &self,
+        id: ProducerId,
+        mailbox: mpsc::UnboundedSender<ProducerEvent>,
+    ) -> Result<(), ConnectionError> {
+        self.send_command(Command::RegisterProducer { id, mailbox })
+            .await
+    }
+
+    /// Routes MESSAGE, CLOSE_CONSUMER, ACTIVE_CONSUMER_CHANGE,
+    /// REACHED_END_OF_TOPIC and TOPIC_MIGRATED for consumer `id` to
+    /// `mailbox`. Register before sending SUBSCRIBE.
+    ///
+    /// The mailbox is unbounded so a slow consumer never blocks the actor
+    /// (and every other consumer on the connection). Its bound is flow
+    /// control: the broker sends no more messages than the FLOW permits the
+    /// consumer granted, so it holds at most the consumer's receiver queue
+    /// plus a few notifications. If the connection dies the mailbox gets
+    /// [`ConsumerEvent::ConnectionLost`].
+    ///
+    /// # Errors
+    /// The error that ended the connection.
+    pub async fn register_consumer(
+        &self,
+        id: ConsumerId,
+        mailbox: mpsc::UnboundedSender<ConsumerEvent>,
+    ) -> Result<(), ConnectionError> {
+        self.send_command(Command::RegisterConsumer { id, mailbox })
+            .await
+    }
+
+    /// Stops routing to producer `id` (after CLOSE_PRODUCER, say). A no-op
+    /// on a closed connection, whose registrations are gone anyway.
+    pub async fn unregister_producer(&self, id: ProducerId) {
+        let _ = self.send_command(Command::UnregisterProducer(id)).await;
+    }
+
+    /// Stops routing to consumer `id`. A no-op on a closed connection.
+    pub async fn unregister_consumer(&self, id: ConsumerId) {
+        let _ = self.send_command(Command::UnregisterConsumer(id)).await;
+    }
+
+    /// A producer id never used before on this connection.
+    pub fn next_producer_id(&self) -> ProducerId {
+        ProducerId(self.inner.next_producer.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A consumer id never used before on this connection (use a fresh one
+    /// for every subscribe attempt).
+    pub fn next_consumer_id(&self) -> ConsumerId {
+        ConsumerId(self.inner.next_consumer.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The largest message the broker accepts (CONNECTED's
+    /// `max_message_size`, or 5 MiB when it sent none).
+    pub fn max_message_size(&self) -> usize {
+        self.inner.max_message_size
+    }
+
+    /// Whether the connection has ended (failed or closed).
+    pub fn is_closed(&self) -> bool {
+        self.inner.state.borrow().is_some()
+    }
+
+    /// Waits until the connection ends; returns the error that ended it
+    /// (the same one every waiter got). Returns at once if it already has.
+    pub async fn closed(&self) -> ConnectionError {
+        wait_closed(self.inner.state.clone()).await
+    }
+
+    /// A future that resolves when the connection ends, without holding the
+    /// connection open (the pool uses it to forget dead connections).
+    pub(crate) fn closed_signal(
+        &self,
+    ) -> impl std::future::Future<Output = ConnectionError> + Send + 'static {
+        wait_closed(self.inner.state.clone())
+    }
+
+    /// Flushes what is queued, closes the socket, and fails every pending
+    /// request and registration with [`ConnectionError::Closed`]. Returns
+    /// once that is done; at once if the connection had already ended.
+    pub async fn close(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.send_command(Command::Close { done }).await.is_ok() {
+            let _ = finished.await;
+        }
+    }
+
+    async fn send_command(&self, command: Command) -> Result<(), ConnectionError> {
+        if let Err(mpsc::error::SendError(command)) = self.inner.control.send(command).await {
+            let err = self.final_error();
+            command.fail(&err);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The error that ended the connection (`Closed` if the actor is gone without one).
+    fn final_error(&self) -> ConnectionError {
+        self.inner
+            .state
+            .borrow()
+            .clone()
+            .unwrap_or(ConnectionError::Closed)
+    }
+}
+
+async fn wait_closed(mut state: watch::Receiver<Option<ConnectionError>>) -> ConnectionError {
+    match state.wait_for(Option::is_some).await {
+        Ok(err) => err.clone().unwrap_or(ConnectionError::Closed),
+        Err(_) => ConnectionError::Closed,
+    }
+}

@@ -1,0 +1,102 @@
+//! [`ConnectionOptions`]: the settings of one broker connection.
+
+use std::time::Duration;
+
+use crate::wire::commands::AuthPayload;
+
+/// How a [`Connection`](super::Connection) behaves. The
+/// [`Client`](crate::Client) fills these in from its builder; they matter
+/// directly only to code that calls [`Connection::connect`](super::Connection::connect).
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use pulsar_wire::connection::ConnectionOptions;
+/// let options = ConnectionOptions::default()
+///     .operation_timeout(Duration::from_secs(10))
+///     .keepalive_interval(Duration::from_secs(15));
+/// assert_eq!(options.get_operation_timeout(), Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnectionOptions {
+    pub(crate) operation_timeout: Duration,
+    pub(crate) keepalive_interval: Duration,
+    pub(crate) auth: Option<AuthPayload>,
+    pub(crate) proxy_to_broker_url: Option<String>,
+    pub(crate) data_lane_capacity: usize,
+    /// The peer's address, for logs only.
+    pub(crate) peer: String,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        Self {
+            operation_timeout: Duration::from_secs(30),
+            keepalive_interval: Duration::from_secs(30),
+            auth: None,
+            proxy_to_broker_url: None,
+            data_lane_capacity: 1000,
+            peer: String::from("unnamed"),
+        }
+    }
+}
+
+impl ConnectionOptions {
+    /// How long a request (and the CONNECT handshake) may wait for its
+    /// answer before it fails with [`ConnectionError::Timeout`](super::ConnectionError::Timeout).
+    /// Default 30 s.
+    #[must_use]
+    pub const fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+
+    /// How often to PING the broker; a connection whose PING is still
+    /// unanswered at the next tick is declared dead. Default 30 s.
+    #[must_use]
+    pub const fn keepalive_interval(mut self, interval: Duration) -> Self {
+        self.keepalive_interval = interval;
+        self
+    }
+
+    /// Credentials for CONNECT (and for answering AUTH_CHALLENGE). Never logged.
+    #[must_use]
+    pub fn auth(mut self, auth: AuthPayload) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Asks a Pulsar proxy at the other end to forward to this broker
+    /// (`host:port`, as a lookup with `proxy_through_service_url` names it).
+    #[must_use]
+    pub fn proxy_to_broker_url(mut self, url: impl Into<String>) -> Self {
+        self.proxy_to_broker_url = Some(url.into());
+        self
+    }
+
+    /// How many SEND frames may wait for the socket before
+    /// [`Connection::send_payload`](super::Connection::send_payload) waits
+    /// too (producer backpressure). Default 1000; at least 1.
+    #[must_use]
+    pub fn data_lane_capacity(mut self, frames: usize) -> Self {
+        self.data_lane_capacity = frames.max(1);
+        self
+    }
+
+    /// A name for the peer in logs (the client sets the broker address).
+    #[must_use]
+    pub fn peer_name(mut self, name: impl Into<String>) -> Self {
+        self.peer = name.into();
+        self
+    }
+
+    /// The operation timeout in force.
+    pub const fn get_operation_timeout(&self) -> Duration {
+        self.operation_timeout
+    }
+
+    /// The keepalive interval in force.
+    pub const fn get_keepalive_interval(&self) -> Duration {
+        self.keepalive_interval
+    }
+}

@@ -1,0 +1,209 @@
+//! Pure routing state of one connection: pending requests with their
+//! deadlines, and the mailboxes of registered producers and consumers.
+//!
+//! The actor feeds it commands and inbound frames and asks it for its next
+//! deadline; the router never awaits and never reads the clock (`now` is an
+//! argument). Answers go out through the channels it holds, which never
+//! block: replies are `oneshot`s and mailboxes are unbounded (the bound is
+//! the protocol's: see [`Connection::register_consumer`](super::Connection::register_consumer)).
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::command::{ConsumerMailbox, ProducerMailbox, Reply};
+use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response};
+use crate::ids::{ConsumerId, ProducerId, RequestId};
+use crate::proto::ServerError;
+
+struct Pending {
+    op: &'static str,
+    deadline: Instant,
+    reply: Reply,
+}
+
+/// Requests in flight and registered producers and consumers.
+pub(crate) struct Router {
+    timeout: Duration,
+    pending: HashMap<RequestId, Pending>,
+    /// The same requests ordered by deadline, so expiry and the next
+    /// deadline cost a look at the front.
+    deadlines: BTreeSet<(Instant, RequestId)>,
+    producers: HashMap<ProducerId, ProducerMailbox>,
+    consumers: HashMap<ConsumerId, ConsumerMailbox>,
+}
+
+/// A broker answer before it is matched to its request's `op`.
+pub(super) type Outcome = Result<Response, (ServerError, String)>;
+
+impl Router {
+    /// A router whose requests time out after `timeout`.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            pending: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            producers: HashMap::new(),
+            consumers: HashMap::new(),
+        }
+    }
+
+    /// Waits for the answer to request `id`, until `now` plus the timeout.
+    pub(crate) fn insert_request(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        op: &'static str,
+        reply: Reply,
+    ) {
+        let deadline = now + self.timeout;
+        if let Some(old) = self.pending.insert(
+            id,
+            Pending {
+                op,
+                deadline,
+                reply,
+            },
+        ) {
+            // Ids come from a counter that never repeats; keep the newer waiter.
+            warn!(request = %id, op, "request id reused; the earlier waiter is dropped");
+            self.deadlines.remove(&(old.deadline, id));
+        }
+        self.deadlines.insert((deadline, id));
+    }
+
+    /// Routes producer events for `id` to `mailbox` (replacing an earlier one).
+    pub(crate) fn register_producer(&mut self, id: ProducerId, mailbox: ProducerMailbox) {
+        self.producers.insert(id, mailbox);
+    }
+
+    /// Routes consumer events for `id` to `mailbox` (replacing an earlier one).
+    pub(crate) fn register_consumer(&mut self, id: ConsumerId, mailbox: ConsumerMailbox) {
+        self.consumers.insert(id, mailbox);
+    }
+
+    /// Stops routing to producer `id`.
+    pub(crate) fn unregister_producer(&mut self, id: ProducerId) {
+        self.producers.remove(&id);
+    }
+
+    /// Stops routing to consumer `id`.
+    pub(crate) fn unregister_consumer(&mut self, id: ConsumerId) {
+        self.consumers.remove(&id);
+    }
+
+    /// Requests waiting for an answer.
+    pub(crate) fn pending_requests(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// When the earliest pending request times out.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|&(deadline, _)| deadline)
+    }
+
+    /// Answers every request whose deadline is at or before `now` with
+    /// [`ConnectionError::Timeout`]; returns how many expired.
+    pub(crate) fn expire(&mut self, now: Instant) -> usize {
+        let mut expired = 0;
+        while let Some(&(deadline, id)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            if let Some(p) = self.pending.remove(&id) {
+                debug!(request = %id, op = p.op, "request timed out");
+                let _ = p.reply.send(Err(ConnectionError::Timeout {
+                    op: p.op,
+                    after: self.timeout,
+                }));
+                expired += 1;
+            }
+        }
+        expired
+    }
+
+    /// Poison: every pending request and every registered producer and
+    /// consumer gets `err`, and the router is left empty.
+    pub(crate) fn fail_all(&mut self, err: &ConnectionError) {
+        self.deadlines.clear();
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(err.clone()));
+        }
+        for (_, mailbox) in self.producers.drain() {
+            let _ = mailbox.send(ProducerEvent::ConnectionLost(err.clone()));
+        }
+        for (_, mailbox) in self.consumers.drain() {
+            let _ = mailbox.send(ConsumerEvent::ConnectionLost(err.clone()));
+        }
+    }
+
+    /// Hands `outcome` to the waiter of request `id`, if it still waits.
+    pub(super) fn answer(&mut self, id: RequestId, outcome: Outcome) {
+        let Some(p) = self.pending.remove(&id) else {
+            debug!(request = %id, "answer to an unknown or timed-out request dropped");
+            return;
+        };
+        self.deadlines.remove(&(p.deadline, id));
+        let result = outcome.map_err(|(code, message)| ConnectionError::Server {
+            op: p.op,
+            code,
+            message,
+        });
+        if let Err(e) = &result {
+            debug!(request = %id, op = p.op, error = %e, "request refused by the broker");
+        }
+        let _ = p.reply.send(result);
+    }
+
+    pub(super) fn deliver_to_producer(
+        &mut self,
+        id: ProducerId,
+        what: &str,
+        event: ProducerEvent,
+        last: bool,
+    ) {
+        deliver(&mut self.producers, id, "producer", what, event, last);
+    }
+
+    pub(super) fn deliver_to_consumer(
+        &mut self,
+        id: ConsumerId,
+        what: &str,
+        event: ConsumerEvent,
+        last: bool,
+    ) {
+        deliver(&mut self.consumers, id, "consumer", what, event, last);
+    }
+}
+
+/// Delivers `event` to the mailbox of `id`; `last` ends the registration
+/// after it, and so does a mailbox whose receiver is gone.
+fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
+    mailboxes: &mut HashMap<K, mpsc::UnboundedSender<E>>,
+    id: K,
+    owner: &str,
+    what: &str,
+    event: E,
+    last: bool,
+) {
+    let Some(mailbox) = mailboxes.get(&id) else {
+        warn!(id = %id, owner, command = what, "for an unknown id: ignored");
+        return;
+    };
+    let gone = mailbox.send(event).is_err();
+    if gone {
+        debug!(id = %id, owner, command = what, "mailbox closed: unregistered");
+    }
+    if gone || last {
+        mailboxes.remove(&id);
+    }
+}
+
+#[cfg(test)]
+#[path = "router_tests.rs"]
+mod tests;

@@ -1,0 +1,284 @@
+//! A scripted broker: the test plays the broker frame by frame over an
+//! in-memory `tokio::io::duplex`, through the crate's own codec (h2's test
+//! kit style). [`FakeNetwork`] is a [`Connector`] that hands such streams to
+//! scripted brokers listening on made-up addresses, so a client can be
+//! redirected from one "broker" to another without any socket.
+//!
+//! Everything is in memory, so tests may pause tokio's clock.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::{SinkExt, StreamExt};
+use pulsar_wire::client::{BrokerAddress, BrokerStream, Connector};
+use pulsar_wire::codec::PulsarCodec;
+use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::command_lookup_topic_response::LookupType;
+use pulsar_wire::proto::{self, BaseCommand, ServerError};
+use pulsar_wire::wire::{Frame, commands};
+use tokio::io::DuplexStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::Framed;
+
+/// Bytes the duplex pipe buffers in each direction.
+const PIPE: usize = 64 * 1024;
+
+/// The broker's end of one connection.
+pub struct FakeBroker {
+    frames: Framed<DuplexStream, PulsarCodec>,
+    /// Answer PINGs seen while waiting for other frames (default on).
+    pub answer_pings: bool,
+    /// PINGs seen so far.
+    pub pings: usize,
+}
+
+impl FakeBroker {
+    /// A connected pair: the client's stream and the broker's end.
+    pub fn pair() -> (DuplexStream, Self) {
+        let (client, broker) = tokio::io::duplex(PIPE);
+        (client, Self::over(broker))
+    }
+
+    fn over(io: DuplexStream) -> Self {
+        Self {
+            frames: Framed::new(io, PulsarCodec::default()),
+            answer_pings: true,
+            pings: 0,
+        }
+    }
+
+    /// The next frame that is not a PING; `None` once the client closed the socket.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        loop {
+            let frame = self
+                .frames
+                .next()
+                .await?
+                .expect("client sent a valid frame");
+            if frame.command.r#type() != Type::Ping {
+                return Some(frame);
+            }
+            self.pings += 1;
+            if self.answer_pings {
+                self.send(commands::pong()).await;
+            }
+        }
+    }
+
+    /// The next frame, which must be of type `kind`.
+    pub async fn expect(&mut self, kind: Type) -> Frame {
+        let frame = self
+            .recv()
+            .await
+            .unwrap_or_else(|| panic!("expected {kind:?}, the client closed the socket"));
+        let got = frame.command.r#type();
+        assert_eq!(got, kind, "expected {kind:?}, got {got:?}");
+        frame
+    }
+
+    /// Sends one command to the client.
+    pub async fn send(&mut self, command: BaseCommand) {
+        self.send_frame(Frame::simple(command)).await;
+    }
+
+    /// Sends one frame (a MESSAGE with its payload, say) to the client.
+    pub async fn send_frame(&mut self, frame: Frame) {
+        // A client that is gone is fine: some scripts outlive their client.
+        let _ = self.frames.send(frame).await;
+    }
+
+    /// Expects CONNECT and answers CONNECTED (no `max_message_size`, like pulsar-lite).
+    pub async fn handshake(&mut self) {
+        self.handshake_with(None).await;
+    }
+
+    /// Expects CONNECT and answers CONNECTED with `max_message_size`.
+    pub async fn handshake_with(&mut self, max_message_size: Option<i32>) {
+        self.expect(Type::Connect).await;
+        self.send(answer::connected(max_message_size)).await;
+    }
+
+    /// Waits until the client closes the socket, discarding what it sends.
+    pub async fn until_closed(&mut self) {
+        while self.recv().await.is_some() {}
+    }
+}
+
+/// The request id a client request carries (LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE).
+pub fn request_id(frame: &Frame) -> u64 {
+    let c = &frame.command;
+    c.lookup_topic
+        .as_ref()
+        .map(|b| b.request_id)
+        .or(c.partition_metadata.as_ref().map(|b| b.request_id))
+        .or(c.producer.as_ref().map(|b| b.request_id))
+        .or(c.subscribe.as_ref().map(|b| b.request_id))
+        .unwrap_or_else(|| panic!("{:?} carries no request id", c.r#type()))
+}
+
+/// The topic of a LOOKUP or PARTITIONED_METADATA.
+pub fn topic_of(frame: &Frame) -> String {
+    let c = &frame.command;
+    c.lookup_topic
+        .as_ref()
+        .map(|b| b.topic.clone())
+        .or(c.partition_metadata.as_ref().map(|b| b.topic.clone()))
+        .unwrap_or_else(|| panic!("{:?} carries no topic", c.r#type()))
+}
+
+/// Commands a broker sends.
+pub mod answer {
+    use super::*;
+
+    fn base(kind: Type) -> BaseCommand {
+        BaseCommand {
+            r#type: kind as i32,
+            ..BaseCommand::default()
+        }
+    }
+
+    pub fn connected(max_message_size: Option<i32>) -> BaseCommand {
+        BaseCommand {
+            connected: Some(Box::new(proto::CommandConnected {
+                server_version: "fake-broker".into(),
+                protocol_version: Some(21),
+                max_message_size,
+                feature_flags: None,
+            })),
+            ..base(Type::Connected)
+        }
+    }
+
+    pub fn success(request: u64) -> BaseCommand {
+        BaseCommand {
+            success: Some(Box::new(proto::CommandSuccess {
+                request_id: request,
+                schema: None,
+            })),
+            ..base(Type::Success)
+        }
+    }
+
+    pub fn error(request: u64, code: ServerError, message: &str) -> BaseCommand {
+        BaseCommand {
+            error: Some(Box::new(proto::CommandError {
+                request_id: request,
+                error: code as i32,
+                message: message.into(),
+            })),
+            ..base(Type::Error)
+        }
+    }
+
+    pub fn lookup(request: u64, kind: LookupType, url: &str, authoritative: bool) -> BaseCommand {
+        BaseCommand {
+            lookup_topic_response: Some(Box::new(proto::CommandLookupTopicResponse {
+                broker_service_url: Some(url.into()),
+                response: Some(kind as i32),
+                request_id: request,
+                authoritative: Some(authoritative),
+                ..proto::CommandLookupTopicResponse::default()
+            })),
+            ..base(Type::LookupResponse)
+        }
+    }
+
+    pub fn partitions(request: u64, partitions: u32) -> BaseCommand {
+        BaseCommand {
+            partition_metadata_response: Some(Box::new(
+                proto::CommandPartitionedTopicMetadataResponse {
+                    partitions: Some(partitions),
+                    request_id: request,
+                    ..proto::CommandPartitionedTopicMetadataResponse::default()
+                },
+            )),
+            ..base(Type::PartitionedMetadataResponse)
+        }
+    }
+
+    pub fn receipt(producer: u64, sequence: u64) -> BaseCommand {
+        BaseCommand {
+            send_receipt: Some(Box::new(proto::CommandSendReceipt {
+                producer_id: producer,
+                sequence_id: sequence,
+                message_id: Some(pulsar_wire::MessageId::new(1, sequence).to_proto()),
+                highest_sequence_id: None,
+            })),
+            ..base(Type::SendReceipt)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Net {
+    listeners: HashMap<String, mpsc::UnboundedSender<DuplexStream>>,
+    connects: HashMap<String, usize>,
+}
+
+/// Made-up broker addresses with scripted brokers behind them.
+#[derive(Clone, Default)]
+pub struct FakeNetwork {
+    net: Arc<Mutex<Net>>,
+}
+
+impl std::fmt::Debug for FakeNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FakeNetwork")
+    }
+}
+
+/// Incoming connections to one made-up address.
+pub struct FakeListener {
+    incoming: mpsc::UnboundedReceiver<DuplexStream>,
+}
+
+impl FakeListener {
+    /// The broker's end of the next connection to this address.
+    pub async fn accept(&mut self) -> FakeBroker {
+        FakeBroker::over(self.incoming.recv().await.expect("network alive"))
+    }
+}
+
+impl FakeNetwork {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts connections to `address` (`host:port`).
+    pub fn listen(&self, address: &str) -> FakeListener {
+        let (tx, incoming) = mpsc::unbounded_channel();
+        let mut net = self.net.lock().expect("lock");
+        net.listeners.insert(address.to_owned(), tx);
+        FakeListener { incoming }
+    }
+
+    /// How many times a client connected to `address`.
+    pub fn connects(&self, address: &str) -> usize {
+        let net = self.net.lock().expect("lock");
+        net.connects.get(address).copied().unwrap_or(0)
+    }
+}
+
+impl Connector for FakeNetwork {
+    fn connect(
+        &self,
+        address: &BrokerAddress,
+    ) -> BoxFuture<'static, io::Result<Box<dyn BrokerStream>>> {
+        let address = address.to_string();
+        let mut net = self.net.lock().expect("lock");
+        *net.connects.entry(address.clone()).or_default() += 1;
+        let outcome = match net.listeners.get(&address) {
+            Some(listener) => {
+                let (client, broker) = tokio::io::duplex(PIPE);
+                listener
+                    .send(broker)
+                    .map(|()| Box::new(client) as Box<dyn BrokerStream>)
+                    .map_err(|_| io::ErrorKind::ConnectionRefused.into())
+            }
+            None => Err(io::ErrorKind::ConnectionRefused.into()),
+        };
+        Box::pin(async move { outcome })
+    }
+}

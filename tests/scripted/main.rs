@@ -1,0 +1,12 @@
+//! Tests against a scripted broker (`common::fake_broker`): what a real
+//! broker cannot show on demand (timeouts, redirects, sudden death,
+//! keepalive expiry, error answers). Everything runs in memory with tokio's
+//! clock paused, so a 30 s timeout takes no real time. One binary, so the
+//! suite links once.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod connection;
+mod handshake;
+mod lookup;
