@@ -14,7 +14,6 @@ pub(crate) fn now() -> Instant {
 /// Wall-clock milliseconds since the Unix epoch, for `publish_time` and
 /// `deliver_at_time`, which the protocol defines in wall time.
 #[allow(clippy::disallowed_methods)] // the single sanctioned wall-clock read
-#[allow(dead_code)] // used by the producer (a later layer)
 pub(crate) fn unix_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

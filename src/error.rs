@@ -26,6 +26,9 @@ pub enum Error {
     /// A broker connection failed, or a request on it did.
     #[error(transparent)]
     Connection(#[from] crate::connection::ConnectionError),
+    /// Creating a producer or one of its sends failed.
+    #[error(transparent)]
+    Producer(#[from] crate::producer::ProducerError),
     /// The client layer failed: URL, lookup, connecting to a broker.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),

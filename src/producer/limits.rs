@@ -88,6 +88,13 @@ impl Budget {
         Ok(())
     }
 
+    /// Takes one message of `bytes` regardless of the bounds (the caller
+    /// checked for room before taking the message; one may overshoot).
+    pub(crate) fn force_acquire(&mut self, bytes: usize) {
+        self.messages += 1;
+        self.bytes += bytes;
+    }
+
     /// Gives back `messages` messages holding `bytes` bytes.
     pub(crate) fn release(&mut self, messages: usize, bytes: usize) {
         self.messages = self.messages.saturating_sub(messages);

@@ -1,19 +1,214 @@
-//! Producing messages: the message builder, the batch container, in-flight
-//! tracking, partition routing and the bounds on what a producer holds.
+//! Producing messages: [`Producer`], its builder, the message builder, and
+//! the pure parts the driver task feeds (batch container, in-flight queue,
+//! partition routing, bounds).
 //!
-//! The parts here are pure (C1): no tokio, no clock reads; the driver task
-//! gives them `now` and executes what they return.
-
-// The pure parts are driven by the producer task; until it lands, only the
-// tests use some of them.
-#![allow(dead_code)]
+//! The pure parts take `now` and never read the clock (C1); `task.rs` is the
+//! only part that awaits.
+//!
+//! # Examples
+//! ```no_run
+//! use std::time::Duration;
+//! use pulsar_wire::Client;
+//! use pulsar_wire::compression::Compression;
+//! use pulsar_wire::producer::ProducerMessage;
+//! # async fn demo() -> Result<(), pulsar_wire::Error> {
+//! let client = Client::builder().service_url("pulsar://127.0.0.1:6650").build().await?;
+//! let producer = client
+//!     .producer("persistent://public/default/orders")
+//!     .compression(Compression::Lz4)
+//!     .batching_max_delay(Duration::from_millis(5))
+//!     .create()
+//!     .await?;
+//! // Pipelined: queue many, then await the receipts (they resolve in order).
+//! let mut receipts = Vec::new();
+//! for i in 0..100 {
+//!     receipts.push(producer.send(ProducerMessage::new(format!("order {i}")).key("customer-7")).await?);
+//! }
+//! for receipt in receipts {
+//!     println!("{}", receipt.await?);
+//! }
+//! producer.close().await?;
+//! # Ok(()) }
+//! ```
 
 mod batcher;
+mod builder;
+mod error;
 mod limits;
 mod message;
 mod pending;
 mod routing;
+mod task;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::sync::{mpsc, oneshot};
+
+pub use builder::{AccessMode, ProducerBuilder};
+pub use error::ProducerError;
 pub use limits::{DEFAULT_MEMORY_LIMIT, LimitExceeded, WhenFull};
 pub use message::{DeliverAt, ProducerMessage};
 pub use routing::{HashingScheme, RoutingMode};
+
+use crate::MessageId;
+use crate::clock;
+use routing::Router;
+use task::Cmd;
+
+/// A producer on one topic (on every partition of a partitioned topic).
+/// Cheap to clone; the producer closes when [`close`](Self::close) is
+/// called or the last clone is dropped (after sending what it holds).
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+/// let id = producer.send("hello").await?.await?;
+/// producer.flush().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    topic: String,
+    names: Vec<String>,
+    lanes: Vec<mpsc::Sender<Cmd>>,
+    router: Mutex<Router>,
+}
+
+impl Producer {
+    fn new(
+        topic: String,
+        names: Vec<String>,
+        lanes: Vec<mpsc::Sender<Cmd>>,
+        router: Router,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                topic,
+                names,
+                lanes,
+                router: Mutex::new(router),
+            }),
+        }
+    }
+
+    /// The topic, as given to the broker.
+    pub fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The producer's name (the broker's choice unless one was given); of
+    /// partition 0 on a partitioned topic.
+    pub fn name(&self) -> &str {
+        &self.inner.names[0]
+    }
+
+    /// How many partitions the producer writes to (1 for a topic that is
+    /// not partitioned).
+    pub fn partitions(&self) -> usize {
+        self.inner.lanes.len()
+    }
+
+    /// Queues `msg` and returns its receipt, a future of the broker's
+    /// [`MessageId`].
+    ///
+    /// Returns once the message is queued: waits only while the producer
+    /// is full (with [`WhenFull::Block`]). Receipts of messages queued one
+    /// after another on one partition resolve in that order.
+    ///
+    /// # Errors
+    /// [`ProducerError::Closed`] if the producer is closed. The receipt
+    /// fails with [`ProducerError::MessageTooLarge`] (nothing was sent),
+    /// [`ProducerError::Full`] (with [`WhenFull::Fail`]),
+    /// [`ProducerError::Send`] (SEND_ERROR), [`ProducerError::Timeout`],
+    /// or the error that ended the producer.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::producer::ProducerMessage;
+    /// # async fn demo(producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+    /// let receipt = producer.send(ProducerMessage::new("hello").key("k")).await?;
+    /// let id = receipt.await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send(
+        &self,
+        msg: impl Into<ProducerMessage>,
+    ) -> Result<SendReceipt, ProducerError> {
+        let msg = msg.into();
+        let lane = if self.inner.lanes.len() == 1 {
+            0
+        } else {
+            let mut router = self.inner.router.lock().unwrap_or_else(|e| e.into_inner());
+            router.choose(clock::now(), msg.get_key()) as usize
+        };
+        let (reply, receipt) = oneshot::channel();
+        self.inner.lanes[lane]
+            .send(Cmd::Send { msg, reply })
+            .await
+            .map_err(|_| ProducerError::Closed)?;
+        Ok(SendReceipt { receipt })
+    }
+
+    /// Sends every batched message now and waits until all messages queued
+    /// before the call are answered.
+    ///
+    /// # Errors
+    /// The error that ended the producer, or [`ProducerError::Closed`].
+    pub async fn flush(&self) -> Result<(), ProducerError> {
+        self.each(Cmd::Flush).await
+    }
+
+    /// Sends what is held, waits for its receipts (up to the send timeout),
+    /// then closes the producer on the broker. Later sends fail with
+    /// [`ProducerError::Closed`].
+    ///
+    /// # Errors
+    /// The broker's answer to CLOSE_PRODUCER, if it failed.
+    pub async fn close(&self) -> Result<(), ProducerError> {
+        self.each(Cmd::Close).await
+    }
+
+    async fn each(
+        &self,
+        cmd: fn(oneshot::Sender<Result<(), ProducerError>>) -> Cmd,
+    ) -> Result<(), ProducerError> {
+        let mut answers = Vec::with_capacity(self.inner.lanes.len());
+        for lane in &self.inner.lanes {
+            let (done, answer) = oneshot::channel();
+            if lane.send(cmd(done)).await.is_err() {
+                return Err(ProducerError::Closed);
+            }
+            answers.push(answer);
+        }
+        for answer in answers {
+            answer.await.map_err(|_| ProducerError::Closed)??;
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of one send: resolves to the message's [`MessageId`] once
+/// the broker has stored it.
+#[derive(Debug)]
+#[must_use = "a receipt tells whether the message was stored"]
+pub struct SendReceipt {
+    receipt: oneshot::Receiver<Result<MessageId, ProducerError>>,
+}
+
+impl Future for SendReceipt {
+    type Output = Result<MessageId, ProducerError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.receipt)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(ProducerError::Closed)))
+    }
+}

@@ -158,11 +158,13 @@ impl<T> Pending<T> {
     }
 
     /// Messages in flight.
+    #[cfg(test)]
     pub(crate) fn messages(&self) -> usize {
         self.messages
     }
 
     /// Payload bytes in flight.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }

@@ -1,0 +1,303 @@
+//! [`ProducerBuilder`]: `client.producer(topic)…create().await`.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::batcher::BatchConfig;
+use super::task::{self, Created, Settings};
+use super::{
+    DEFAULT_MEMORY_LIMIT, HashingScheme, Producer, ProducerError, RoutingMode, WhenFull,
+    routing::Router,
+};
+use crate::client::{Client, TopicName};
+use crate::clock;
+use crate::compression::Compression;
+use crate::connection::{ConnectionError, Response};
+use crate::proto::{self, ProducerAccessMode};
+use crate::wire::commands;
+
+/// Who may produce to the topic alongside this producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AccessMode {
+    /// Any number of producers (the default).
+    #[default]
+    Shared,
+    /// Only this one; creation fails if another producer is there.
+    Exclusive,
+    /// Only this one; creation waits until the current one is gone.
+    WaitForExclusive,
+}
+
+impl Client {
+    /// Starts building a producer on `topic` (a full name, or a short one
+    /// in `public/default`).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::Client;
+    /// use pulsar_wire::producer::ProducerMessage;
+    /// # async fn demo(client: Client) -> Result<(), pulsar_wire::Error> {
+    /// let producer = client.producer("orders").create().await?;
+    /// let id = producer.send(ProducerMessage::new("hi")).await?.await?;
+    /// println!("stored as {id}");
+    /// # Ok(()) }
+    /// ```
+    pub fn producer(&self, topic: impl Into<String>) -> ProducerBuilder {
+        ProducerBuilder {
+            client: self.clone(),
+            topic: topic.into(),
+            name: None,
+            access_mode: AccessMode::Shared,
+            batch: BatchConfig::default(),
+            send_timeout: Duration::from_secs(30),
+            max_pending_messages: 1000,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            when_full: WhenFull::Block,
+            routing: RoutingMode::RoundRobin,
+            hashing: HashingScheme::default(),
+        }
+    }
+}
+
+/// Configures and creates a [`Producer`]; see [`Client::producer`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `create` is awaited"]
+pub struct ProducerBuilder {
+    client: Client,
+    topic: String,
+    name: Option<String>,
+    access_mode: AccessMode,
+    batch: BatchConfig,
+    send_timeout: Duration,
+    max_pending_messages: usize,
+    memory_limit: usize,
+    when_full: WhenFull,
+    routing: RoutingMode,
+    hashing: HashingScheme,
+}
+
+impl ProducerBuilder {
+    /// The producer's name; the broker assigns a unique one if none is given.
+    /// Deduplication keys on it, so give one to keep sequence ids across restarts.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Who else may produce to the topic. Default [`AccessMode::Shared`].
+    pub fn access_mode(mut self, mode: AccessMode) -> Self {
+        self.access_mode = mode;
+        self
+    }
+
+    /// Turns batching on (the default) or off.
+    pub fn batching(mut self, enabled: bool) -> Self {
+        self.batch.enabled = enabled;
+        self
+    }
+
+    /// Most messages in one batch. Default 1000.
+    pub fn batching_max_messages(mut self, n: usize) -> Self {
+        self.batch.max_messages = n;
+        self
+    }
+
+    /// Most payload bytes in one batch. Default 128 KiB.
+    pub fn batching_max_bytes(mut self, n: usize) -> Self {
+        self.batch.max_bytes = n;
+        self
+    }
+
+    /// Longest a batch waits for more messages. Default 10 ms.
+    pub fn batching_max_delay(mut self, delay: Duration) -> Self {
+        self.batch.max_delay = delay;
+        self
+    }
+
+    /// Compresses every entry with `codec`. Default none.
+    pub fn compression(mut self, codec: Compression) -> Self {
+        self.batch.compression = codec;
+        self
+    }
+
+    /// Fails a send with no receipt after this long. Default 30 s.
+    pub fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// Most messages pending (batched or in flight) per partition. Default 1000.
+    pub fn max_pending_messages(mut self, n: usize) -> Self {
+        self.max_pending_messages = n;
+        self
+    }
+
+    /// Most payload bytes pending per partition. Default 64 MiB.
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Whether `send` waits (the default) or fails when a bound is reached.
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
+        self
+    }
+
+    /// Where messages without a key go on a partitioned topic. Default round-robin.
+    pub fn routing_mode(mut self, mode: RoutingMode) -> Self {
+        self.routing = mode;
+        self
+    }
+
+    /// How keys choose partitions. Default [`HashingScheme::JavaStringHash`]
+    /// (the Java client's); [`HashingScheme::BoostHash`] matches the Python
+    /// and C++ clients.
+    pub fn hashing_scheme(mut self, scheme: HashingScheme) -> Self {
+        self.hashing = scheme;
+        self
+    }
+
+    /// Checks the settings, then creates the producer (one per partition of
+    /// a partitioned topic) on the brokers that own the topic.
+    ///
+    /// # Errors
+    /// [`ProducerError::InvalidOption`] for a zero bound or duration,
+    /// [`ProducerError::Client`] if the topic name is invalid or lookup
+    /// fails, [`ProducerError::Create`] if a broker refuses PRODUCER.
+    pub async fn create(self) -> Result<Producer, ProducerError> {
+        self.validate()?;
+        let topic_err = |source| ProducerError::Client {
+            topic: self.topic.clone(),
+            source,
+        };
+        let topic = TopicName::parse(&self.topic).map_err(|e| topic_err(e.into()))?;
+        let partitions = self
+            .client
+            .partitioned_topic_metadata(&topic)
+            .await
+            .map_err(topic_err)?;
+        let settings = Settings {
+            batch: self.batch,
+            send_timeout: self.send_timeout,
+            max_pending_messages: self.max_pending_messages,
+            max_pending_bytes: self.memory_limit,
+            when_full: self.when_full,
+        };
+        let targets: Vec<(TopicName, i32)> = if partitions == 0 {
+            vec![(topic.clone(), -1)]
+        } else {
+            (0..partitions)
+                .map(|n| (topic.partition(n), i32::try_from(n).unwrap_or(i32::MAX)))
+                .collect()
+        };
+        let created = futures::future::try_join_all(
+            targets.iter().map(|(t, index)| self.create_one(t, *index)),
+        )
+        .await?;
+        let names = created.iter().map(|c| c.name.clone()).collect();
+        let lanes = created
+            .into_iter()
+            .map(|c| task::spawn(c, settings.clone()))
+            .collect();
+        let now = clock::now();
+        let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
+        let switch = self.batch.enabled.then(|| self.batch.max_delay * 10);
+        let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
+        Ok(Producer::new(
+            topic.as_str().to_owned(),
+            names,
+            lanes,
+            router,
+        ))
+    }
+
+    fn validate(&self) -> Result<(), ProducerError> {
+        let invalid = |option, reason| Err(ProducerError::InvalidOption { option, reason });
+        if self.batch.max_messages == 0 {
+            return invalid("batching_max_messages", "must be at least 1");
+        }
+        if self.batch.max_bytes == 0 {
+            return invalid("batching_max_bytes", "must be at least 1");
+        }
+        if self.batch.max_delay.is_zero() {
+            return invalid("batching_max_delay", "must be longer than zero");
+        }
+        if self.send_timeout.is_zero() {
+            return invalid("send_timeout", "must be longer than zero");
+        }
+        if self.max_pending_messages == 0 {
+            return invalid("max_pending_messages", "must be at least 1");
+        }
+        if self.memory_limit == 0 {
+            return invalid("memory_limit", "must be at least 1 byte");
+        }
+        Ok(())
+    }
+
+    async fn create_one(
+        &self,
+        topic: &TopicName,
+        partition: i32,
+    ) -> Result<Created, ProducerError> {
+        let create_err = |source: ConnectionError| ProducerError::Create {
+            topic: topic.as_str().to_owned(),
+            source,
+        };
+        let conn = self
+            .client
+            .lookup(topic)
+            .await
+            .map_err(|source| ProducerError::Client {
+                topic: topic.as_str().to_owned(),
+                source,
+            })?;
+        let id = conn.next_producer_id();
+        let (mailbox, events) = mpsc::unbounded_channel();
+        conn.register_producer(id, mailbox)
+            .await
+            .map_err(create_err)?;
+        let mode = match self.access_mode {
+            AccessMode::Shared => ProducerAccessMode::Shared,
+            AccessMode::Exclusive => ProducerAccessMode::Exclusive,
+            AccessMode::WaitForExclusive => ProducerAccessMode::WaitForExclusive,
+        };
+        let body = |request_id: crate::ids::RequestId| proto::CommandProducer {
+            topic: topic.as_str().to_owned(),
+            producer_id: id.0,
+            request_id: request_id.0,
+            producer_name: self.name.clone(),
+            user_provided_producer_name: Some(self.name.is_some()),
+            producer_access_mode: Some(mode as i32),
+            ..proto::CommandProducer::default()
+        };
+        let answer = conn
+            .request("PRODUCER", |request_id| {
+                commands::producer(body(request_id))
+            })
+            .await;
+        let success = match answer {
+            Ok(Response::ProducerSuccess(s)) => s,
+            Ok(other) => {
+                conn.unregister_producer(id).await;
+                return Err(ProducerError::UnexpectedResponse { got: other.kind() });
+            }
+            Err(e) => {
+                conn.unregister_producer(id).await;
+                return Err(create_err(e));
+            }
+        };
+        let last = success.last_sequence_id();
+        Ok(Created {
+            conn,
+            id,
+            topic: topic.as_str().to_owned(),
+            name: success.producer_name,
+            partition,
+            next_sequence: u64::try_from(last + 1).unwrap_or(0),
+            events,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! [`ProducerError`]: what can go wrong creating a producer or sending.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::ClientError;
+use crate::compression::CompressionError;
+use crate::connection::ConnectionError;
+use crate::proto::ServerError;
+
+use super::LimitExceeded;
+
+/// An error of a producer: creating it, or one of its sends.
+///
+/// `Clone`, because one failure (a lost connection, a timeout) reaches every
+/// send waiting at that moment.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerError {
+    /// A builder setting is out of range (caller misuse, found before any IO).
+    #[error("invalid producer option {option}: {reason}")]
+    InvalidOption {
+        /// The setting.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Looking up the topic or reaching its broker failed.
+    #[error("producer on {topic}: {source}")]
+    Client {
+        /// The topic.
+        topic: String,
+        /// The client layer's error.
+        #[source]
+        source: ClientError,
+    },
+    /// The broker refused PRODUCER, or it got no answer.
+    #[error("creating producer on {topic}: {source}")]
+    Create {
+        /// The topic (the partition, for a partitioned topic).
+        topic: String,
+        /// The connection's error.
+        #[source]
+        source: ConnectionError,
+    },
+    /// The message is larger than the broker accepts; it was not sent.
+    #[error("message of {size} bytes exceeds the broker's max message size of {max}")]
+    MessageTooLarge {
+        /// Bytes the message (or its compressed entry) takes.
+        size: usize,
+        /// The broker's `max_message_size`.
+        max: usize,
+    },
+    /// The broker answered the send with SEND_ERROR.
+    #[error("broker refused send {sequence_id} on {topic}: {code:?} ({message})")]
+    Send {
+        /// The topic (partition) sent to.
+        topic: String,
+        /// The sequence id of the refused entry.
+        sequence_id: u64,
+        /// The broker's error code.
+        code: ServerError,
+        /// The broker's explanation.
+        message: String,
+    },
+    /// No receipt came within the send timeout.
+    #[error("no receipt within the send timeout of {after:?}")]
+    Timeout {
+        /// The send timeout.
+        after: Duration,
+    },
+    /// The pending-message bound or the memory limit is reached and the
+    /// producer is set to fail rather than wait.
+    #[error(transparent)]
+    Full(#[from] LimitExceeded),
+    /// The payload could not be compressed.
+    #[error("compressing the entry failed: {0}")]
+    Compression(#[source] Arc<CompressionError>),
+    /// The connection to the broker ended; sends in flight are failed.
+    #[error("connection to the broker lost: {0}")]
+    ConnectionLost(#[source] ConnectionError),
+    /// The broker closed the producer (topic unloaded, deleted, or moved).
+    #[error("the broker closed the producer on {topic}")]
+    ClosedByBroker {
+        /// The topic (partition).
+        topic: String,
+    },
+    /// The broker's receipts do not match what was sent; the producer stops.
+    #[error("receipt for sequence id {got} while {expected} was the oldest in flight")]
+    OutOfOrderReceipt {
+        /// The oldest in-flight sequence id.
+        expected: u64,
+        /// The sequence id the receipt named.
+        got: u64,
+    },
+    /// The broker answered PRODUCER with something else.
+    #[error("broker answered PRODUCER with {got}")]
+    UnexpectedResponse {
+        /// The kind of answer.
+        got: &'static str,
+    },
+    /// The producer was closed (by [`close`](super::Producer::close) or
+    /// because every handle was dropped).
+    #[error("producer closed")]
+    Closed,
+}

@@ -1,0 +1,357 @@
+//! The driver task of one (partition) producer: feeds the pure parts,
+//! arms one timer, and executes what they return.
+//!
+//! It owns the batcher, the in-flight queue and the budget; the handle talks
+//! to it over a bounded channel, the connection over the producer's mailbox.
+//! Only this loop awaits (C1).
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::batcher::{BatchConfig, Batcher, SealError};
+use super::limits::Budget;
+use super::pending::{Pending, ReceiptError};
+use super::{ProducerError, ProducerMessage, WhenFull};
+use crate::clock;
+use crate::connection::{Connection, ProducerEvent};
+use crate::ids::{ProducerId, SequenceId};
+use crate::message_id::MessageId;
+use crate::wire::{Checksum, Frame, Payload, commands};
+
+/// Where one send's outcome goes.
+pub(crate) type Reply = oneshot::Sender<Result<MessageId, ProducerError>>;
+
+/// What the handle asks of the driver.
+pub(crate) enum Cmd {
+    Send { msg: ProducerMessage, reply: Reply },
+    Flush(oneshot::Sender<Result<(), ProducerError>>),
+    Close(oneshot::Sender<Result<(), ProducerError>>),
+}
+
+/// Settings the builder resolved, shared by every partition's driver.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) batch: BatchConfig,
+    pub(crate) send_timeout: Duration,
+    pub(crate) max_pending_messages: usize,
+    pub(crate) max_pending_bytes: usize,
+    pub(crate) when_full: WhenFull,
+}
+
+/// A producer the broker accepted, ready to be driven.
+#[derive(Debug)]
+pub(crate) struct Created {
+    pub(crate) conn: Connection,
+    pub(crate) id: ProducerId,
+    pub(crate) topic: String,
+    pub(crate) name: String,
+    /// The partition index, or -1 for a topic that is not partitioned.
+    pub(crate) partition: i32,
+    pub(crate) next_sequence: u64,
+    pub(crate) events: mpsc::UnboundedReceiver<ProducerEvent>,
+}
+
+struct Waiter {
+    reply: Reply,
+    bytes: usize,
+}
+
+struct Driver {
+    p: Created,
+    settings: Settings,
+    batcher: Batcher<Waiter>,
+    pending: Pending<Waiter>,
+    budget: Budget,
+    last_sequence: Option<u64>,
+    flushes: Vec<(u64, oneshot::Sender<Result<(), ProducerError>>)>,
+    closing: Option<Option<oneshot::Sender<Result<(), ProducerError>>>>,
+    dead: Option<ProducerError>,
+}
+
+/// Spawns the driver of `created`; returns the channel its handle sends on.
+pub(crate) fn spawn(created: Created, settings: Settings) -> mpsc::Sender<Cmd> {
+    let (tx, rx) = mpsc::channel(1024);
+    let span = info_span!("producer", topic = %created.topic, name = %created.name);
+    let driver = Driver {
+        batcher: Batcher::new(settings.batch, created.name.clone()),
+        pending: Pending::default(),
+        budget: Budget::new(
+            Some(settings.max_pending_messages),
+            Some(settings.max_pending_bytes),
+        ),
+        p: created,
+        settings,
+        last_sequence: None,
+        flushes: Vec::new(),
+        closing: None,
+        dead: None,
+    };
+    tokio::spawn(driver.run(rx).instrument(span));
+    tx
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Driver {
+    async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>) {
+        loop {
+            let deadline = earliest(
+                self.batcher.next_deadline(),
+                self.pending.next_deadline(self.settings.send_timeout),
+            );
+            let accepting = self.closing.is_none()
+                && (self.settings.when_full == WhenFull::Fail
+                    || self.dead.is_some()
+                    || (self.budget.messages() < self.settings.max_pending_messages
+                        && self.budget.bytes() < self.settings.max_pending_bytes));
+            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
+            tokio::select! {
+                biased;
+                event = self.p.events.recv() => match event {
+                    Some(event) => self.on_event(event),
+                    None => self.die(ProducerError::ConnectionLost(
+                        crate::connection::ConnectionError::Closed,
+                    )),
+                },
+                cmd = cmds.recv(), if accepting => match cmd {
+                    Some(Cmd::Send { msg, reply }) => self.on_send(msg, reply),
+                    Some(Cmd::Flush(done)) => self.on_flush(done),
+                    Some(Cmd::Close(done)) => self.start_close(Some(done)),
+                    None => self.start_close(None),
+                },
+                () = sleep, if deadline.is_some() => self.on_tick(clock::now()),
+            }
+            self.write_ready().await;
+            self.resolve_flushes();
+            if self.closing.is_some()
+                && (self.dead.is_some() || (self.pending.is_empty() && self.batcher.len() == 0))
+            {
+                self.finish_close().await;
+                return;
+            }
+        }
+    }
+
+    fn on_send(&mut self, msg: ProducerMessage, reply: Reply) {
+        if let Some(err) = &self.dead {
+            let _ = reply.send(Err(err.clone()));
+            return;
+        }
+        let bytes = msg.size_hint();
+        let max = self.p.conn.max_message_size();
+        let compressed = self.settings.batch.compression != crate::compression::Compression::None;
+        if !compressed && msg.payload().len() > max {
+            let size = msg.payload().len();
+            let _ = reply.send(Err(ProducerError::MessageTooLarge { size, max }));
+            return;
+        }
+        match self.settings.when_full {
+            WhenFull::Fail => {
+                if let Err(full) = self.budget.try_acquire(bytes) {
+                    let _ = reply.send(Err(full.into()));
+                    return;
+                }
+            }
+            // The loop only takes a send while there is room.
+            WhenFull::Block => self.budget.force_acquire(bytes),
+        }
+        let sequence = msg.get_sequence_id().unwrap_or_else(|| {
+            let next = self.p.next_sequence;
+            self.p.next_sequence += 1;
+            next
+        });
+        self.last_sequence = Some(sequence);
+        let waiter = Waiter { reply, bytes };
+        self.batcher
+            .push(clock::now(), clock::unix_millis(), sequence, &msg, waiter);
+    }
+
+    fn on_flush(&mut self, done: oneshot::Sender<Result<(), ProducerError>>) {
+        self.batcher.flush();
+        match (&self.dead, self.last_sequence) {
+            (Some(err), _) => {
+                let _ = done.send(Err(err.clone()));
+            }
+            (None, None) => {
+                let _ = done.send(Ok(()));
+            }
+            (None, Some(upto)) => self.flushes.push((upto, done)),
+        }
+    }
+
+    fn start_close(&mut self, done: Option<oneshot::Sender<Result<(), ProducerError>>>) {
+        self.batcher.flush();
+        self.closing = Some(done);
+    }
+
+    fn on_tick(&mut self, now: Instant) {
+        self.batcher.on_tick(now);
+        let expired = self.pending.expire(now, self.settings.send_timeout);
+        if !expired.is_empty() {
+            warn!(
+                count = expired.len(),
+                "send timeout: failing every send in flight"
+            );
+            let after = self.settings.send_timeout;
+            self.fail(expired, &ProducerError::Timeout { after });
+        }
+    }
+
+    fn on_event(&mut self, event: ProducerEvent) {
+        match event {
+            ProducerEvent::Receipt {
+                sequence_id,
+                message_id,
+                ..
+            } => {
+                let id = message_id
+                    .unwrap_or(MessageId::new(0, 0))
+                    .with_partition(self.p.partition);
+                match self.pending.on_receipt(sequence_id.0, id) {
+                    Ok(resolved) => {
+                        for (waiter, id) in resolved {
+                            self.budget.release(1, waiter.bytes);
+                            let _ = waiter.reply.send(Ok(id));
+                        }
+                    }
+                    Err(ReceiptError::Stale { got, .. }) => {
+                        debug!(sequence_id = got, "receipt for a send no longer in flight");
+                    }
+                    Err(ReceiptError::OutOfOrder { expected, got }) => {
+                        self.die(ProducerError::OutOfOrderReceipt { expected, got });
+                    }
+                }
+            }
+            ProducerEvent::SendError {
+                sequence_id,
+                code,
+                message,
+            } => match self.pending.on_send_error(sequence_id.0) {
+                Ok(failed) => {
+                    let err = ProducerError::Send {
+                        topic: self.p.topic.clone(),
+                        sequence_id: sequence_id.0,
+                        code,
+                        message,
+                    };
+                    self.fail(failed, &err);
+                }
+                Err(e) => debug!(error = %e, "send error for a send no longer in flight"),
+            },
+            ProducerEvent::Closed(_) | ProducerEvent::TopicMigrated(_) => {
+                let topic = self.p.topic.clone();
+                self.die(ProducerError::ClosedByBroker { topic });
+            }
+            ProducerEvent::ConnectionLost(e) => self.die(ProducerError::ConnectionLost(e)),
+        }
+    }
+
+    /// Writes every sealed entry, in order, as a SEND on the data lane.
+    async fn write_ready(&mut self) {
+        while let Some(sealed) = self.batcher.poll_ready() {
+            let entry = match sealed {
+                Ok(entry) => entry,
+                Err(SealError { tokens, error }) => {
+                    self.fail(tokens, &ProducerError::Compression(std::sync::Arc::new(error)));
+                    continue;
+                }
+            };
+            let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
+            if size > max {
+                self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
+                continue;
+            }
+            let command = commands::send(self.p.id, SequenceId(entry.first), entry.num_messages());
+            let frame = Frame {
+                command,
+                payload: Some(Payload {
+                    broker_entry_metadata: None,
+                    checksum: Checksum::Valid,
+                    metadata: entry.metadata,
+                    data: entry.payload,
+                }),
+            };
+            self.pending.push(
+                clock::now(),
+                entry.first,
+                entry.last,
+                entry.batched,
+                entry.uncompressed,
+                entry.tokens,
+            );
+            if let Err(e) = self.p.conn.send_payload(frame).await {
+                self.die(ProducerError::ConnectionLost(e));
+                return;
+            }
+        }
+    }
+
+    /// Answers the flushes whose messages have all been answered.
+    fn resolve_flushes(&mut self) {
+        if self.dead.is_some() {
+            return; // `die` answered them
+        }
+        let oldest = self.pending.in_flight().next().map(|(first, _)| first);
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flushes)
+            .into_iter()
+            .partition(|(upto, _)| oldest.is_none_or(|first| first > *upto));
+        self.flushes = waiting;
+        for (_, answer) in done {
+            let _ = answer.send(Ok(()));
+        }
+    }
+
+    fn fail(&mut self, waiters: Vec<Waiter>, err: &ProducerError) {
+        for waiter in waiters {
+            self.budget.release(1, waiter.bytes);
+            let _ = waiter.reply.send(Err(err.clone()));
+        }
+    }
+
+    /// The producer cannot go on: fail everything held, refuse what comes.
+    fn die(&mut self, err: ProducerError) {
+        warn!(error = %err, "producer failed");
+        let held: Vec<Waiter> = self
+            .pending
+            .drain()
+            .into_iter()
+            .chain(self.batcher.drain())
+            .collect();
+        self.fail(held, &err);
+        for (_, done) in self.flushes.drain(..) {
+            let _ = done.send(Err(err.clone()));
+        }
+        self.dead = Some(err);
+    }
+
+    async fn finish_close(&mut self) {
+        let result = match self.dead.clone() {
+            Some(ProducerError::ConnectionLost(_)) => Ok(()),
+            _ => {
+                let id = self.p.id;
+                let closed = self
+                    .p
+                    .conn
+                    .request("CLOSE_PRODUCER", |request| {
+                        commands::close_producer(id, request)
+                    })
+                    .await;
+                self.p.conn.unregister_producer(id).await;
+                closed.map(drop).map_err(ProducerError::ConnectionLost)
+            }
+        };
+        if self.dead.is_none() {
+            self.die(ProducerError::Closed);
+        }
+        if let Some(Some(done)) = self.closing.take() {
+            let _ = done.send(result);
+        }
+    }
+}
