@@ -5,4 +5,5 @@
 mod common;
 
 mod client;
+mod produce;
 mod wire;

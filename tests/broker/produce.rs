@@ -1,0 +1,361 @@
+//! The producer against a real broker: receipts and their order, batching
+//! on and off, every codec read back, partitioned routing, the max message
+//! size, flush and close, and delayed delivery (Apache only). Messages are
+//! read back with a raw consumer built from `wire::commands`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use pulsar_wire::compression::Compression;
+use pulsar_wire::connection::ConsumerEvent;
+use pulsar_wire::producer::{HashingScheme, ProducerError, ProducerMessage};
+use pulsar_wire::proto::{self, command_subscribe};
+use pulsar_wire::wire::{batch, commands};
+use pulsar_wire::{Client, MessageId, TopicName};
+use tokio::sync::mpsc;
+
+use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, skip_unless};
+use crate::common::{guard, init_tracing, unique_topic};
+
+const CODECS: [Compression; 4] = [
+    Compression::Lz4,
+    Compression::Zlib,
+    Compression::Zstd,
+    Compression::Snappy,
+];
+
+async fn client(broker: &TestBroker) -> Client {
+    init_tracing();
+    Client::builder()
+        .service_url(broker.service_url())
+        .build()
+        .await
+        .expect("client")
+}
+
+/// One message as a consumer sees it.
+#[derive(Debug, Clone, PartialEq)]
+struct Read {
+    id: MessageId,
+    payload: Bytes,
+    key: Option<String>,
+    properties: Vec<(String, String)>,
+    event_time: Option<u64>,
+    deliver_at: Option<i64>,
+}
+
+/// Subscribes (Shared, from the earliest) and reads `n` messages, unpacking
+/// compression and batches with the crate's own codec functions.
+async fn read(client: &Client, topic: &str, n: usize) -> Vec<Read> {
+    let name: TopicName = topic.parse().expect("topic");
+    let conn = client.lookup(&name).await.expect("lookup");
+    let id = conn.next_consumer_id();
+    let (mailbox, mut events) = mpsc::unbounded_channel();
+    conn.register_consumer(id, mailbox).await.expect("register");
+    conn.request("SUBSCRIBE", |request| {
+        commands::subscribe(proto::CommandSubscribe {
+            topic: topic.to_owned(),
+            subscription: "reader".into(),
+            sub_type: command_subscribe::SubType::Shared as i32,
+            consumer_id: id.0,
+            request_id: request.0,
+            initial_position: Some(command_subscribe::InitialPosition::Earliest as i32),
+            ..proto::CommandSubscribe::default()
+        })
+    })
+    .await
+    .expect("subscribe");
+    conn.send_control(commands::flow(id, 10_000))
+        .await
+        .expect("flow");
+    let mut out = Vec::new();
+    while out.len() < n {
+        let Some(ConsumerEvent::Message {
+            message_id,
+            payload,
+            ..
+        }) = events.recv().await
+        else {
+            panic!("consumer mailbox ended before {n} messages");
+        };
+        let meta = payload.metadata;
+        let codec = Compression::from_proto(meta.compression.unwrap_or(0)).expect("codec");
+        let raw = codec
+            .decompress(payload.data, meta.uncompressed_size.unwrap_or(0), 8 << 20)
+            .expect("decompress");
+        match meta.num_messages_in_batch {
+            Some(count) => {
+                for member in batch::members(raw, count) {
+                    let m = member.expect("member");
+                    out.push(Read {
+                        id: message_id.with_batch_index(m.index),
+                        payload: m.payload,
+                        key: m.metadata.partition_key,
+                        properties: m
+                            .metadata
+                            .properties
+                            .into_iter()
+                            .map(|kv| (kv.key, kv.value))
+                            .collect(),
+                        event_time: m.metadata.event_time,
+                        deliver_at: meta.deliver_at_time,
+                    });
+                }
+            }
+            None => out.push(Read {
+                id: message_id,
+                payload: raw,
+                key: meta.partition_key,
+                properties: meta
+                    .properties
+                    .into_iter()
+                    .map(|kv| (kv.key, kv.value))
+                    .collect(),
+                event_time: meta.event_time,
+                deliver_at: meta.deliver_at_time,
+            }),
+        }
+    }
+    out
+}
+
+fn message(i: usize) -> ProducerMessage {
+    ProducerMessage::new(format!("message {i} ").repeat(5))
+        .key(format!("key-{}", i % 3))
+        .property("index", i.to_string())
+        .event_time(1_700_000_000_000 + i as u64)
+}
+
+fn expected(i: usize, id: MessageId) -> Read {
+    Read {
+        id,
+        payload: Bytes::from(format!("message {i} ").repeat(5)),
+        key: Some(format!("key-{}", i % 3)),
+        properties: vec![("index".into(), i.to_string())],
+        event_time: Some(1_700_000_000_000 + i as u64),
+        deliver_at: None,
+    }
+}
+
+/// Sends `count` messages pipelined, then awaits every receipt in order.
+async fn send_all(producer: &pulsar_wire::producer::Producer, count: usize) -> Vec<MessageId> {
+    let mut receipts = Vec::new();
+    for i in 0..count {
+        receipts.push(producer.send(message(i)).await.expect("queued"));
+    }
+    let mut ids = Vec::new();
+    for receipt in receipts {
+        ids.push(receipt.await.expect("receipt"));
+    }
+    ids
+}
+
+#[tokio::test]
+async fn pipelined_receipts_resolve_in_order_batched_and_not() {
+    let broker = TestBroker::start().await;
+    guard("receipts", async {
+        let client = client(&broker).await;
+        for batching in [true, false] {
+            let topic = unique_topic("receipts");
+            let producer = client
+                .producer(topic.clone())
+                .batching(batching)
+                .batching_max_messages(7)
+                .create()
+                .await
+                .expect("producer");
+            let ids = send_all(&producer, 50).await;
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order: {ids:?}");
+            if batching {
+                assert!(ids.iter().all(|id| id.batch_index >= 0));
+                assert!(ids.iter().any(|id| id.batch_index == 6));
+            } else {
+                assert!(ids.iter().all(|id| id.batch_index == -1));
+            }
+            let want: Vec<Read> = ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| expected(i, *id))
+                .collect();
+            assert_eq!(read(&client, &topic, 50).await, want, "batching {batching}");
+            producer.close().await.expect("close");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_codec_is_read_back_intact_batched_and_not() {
+    let broker = TestBroker::start().await;
+    guard("codecs", async {
+        let client = client(&broker).await;
+        for codec in CODECS {
+            for batching in [true, false] {
+                let topic = unique_topic("codec");
+                let producer = client
+                    .producer(topic.clone())
+                    .compression(codec)
+                    .batching(batching)
+                    .create()
+                    .await
+                    .expect("producer");
+                let ids = send_all(&producer, 12).await;
+                let want: Vec<Read> = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| expected(i, *id))
+                    .collect();
+                assert_eq!(
+                    read(&client, &topic, 12).await,
+                    want,
+                    "{codec:?} batching {batching}"
+                );
+                producer.close().await.expect("close");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn keys_choose_partitions_by_hash_and_the_rest_round_robin() {
+    let topic = unique_topic("routed");
+    let broker = TestBroker::start_with(BrokerOptions {
+        partitioned_topics: vec![(topic.clone(), 4)],
+        ..BrokerOptions::default()
+    })
+    .await;
+    guard("routing", async {
+        let client = client(&broker).await;
+        for scheme in [
+            HashingScheme::JavaStringHash,
+            HashingScheme::Murmur3_32Hash,
+            HashingScheme::BoostHash,
+        ] {
+            let producer = client
+                .producer(topic.clone())
+                .hashing_scheme(scheme)
+                .batching(false)
+                .create()
+                .await
+                .expect("producer");
+            assert_eq!(producer.partitions(), 4);
+            for i in 0..20 {
+                let key = format!("user-{i}");
+                let id = producer
+                    .send(ProducerMessage::new("k").key(key.clone()))
+                    .await
+                    .expect("queued")
+                    .await
+                    .expect("receipt");
+                assert_eq!(
+                    id.partition as u32,
+                    scheme.partition(&key, 4),
+                    "{scheme:?} {key}"
+                );
+            }
+            let mut seen = [0; 4];
+            for _ in 0..8 {
+                let id = producer
+                    .send("no key")
+                    .await
+                    .expect("queued")
+                    .await
+                    .expect("receipt");
+                seen[id.partition as usize] += 1;
+            }
+            assert_eq!(seen, [2, 2, 2, 2], "round-robin without batching");
+            producer.close().await.expect("close");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_message_over_the_max_size_is_refused_before_sending() {
+    let broker = TestBroker::start().await;
+    guard("max size", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("big");
+        for batching in [true, false] {
+            let producer = client
+                .producer(topic.clone())
+                .batching(batching)
+                .create()
+                .await
+                .expect("producer");
+            let max = pulsar_wire::wire::DEFAULT_MAX_MESSAGE_SIZE;
+            let err = producer
+                .send(vec![7u8; max + 1])
+                .await
+                .expect("queued")
+                .await
+                .expect_err("too large");
+            assert!(
+                matches!(err, ProducerError::MessageTooLarge { size, max: m } if size > m && m == max),
+                "{err}"
+            );
+            // The producer goes on working.
+            producer.send("small").await.expect("queued").await.expect("receipt");
+            producer.close().await.expect("close");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn flush_sends_a_lingering_batch_and_close_refuses_later_sends() {
+    let broker = TestBroker::start().await;
+    guard("flush", async {
+        let client = client(&broker).await;
+        let producer = client
+            .producer(unique_topic("flush"))
+            .batching_max_delay(Duration::from_secs(3600))
+            .create()
+            .await
+            .expect("producer");
+        let receipt = producer.send("lingering").await.expect("queued");
+        producer.flush().await.expect("flush");
+        assert_eq!(receipt.await.expect("receipt").batch_index, 0);
+        producer.close().await.expect("close");
+        assert!(matches!(
+            producer.send("late").await,
+            Err(ProducerError::Closed)
+        ));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delayed_messages_carry_their_delivery_time_and_arrive() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite delivers delayed messages at once",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("delayed", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("delayed");
+        let producer = client
+            .producer(topic.clone())
+            .create()
+            .await
+            .expect("producer");
+        producer
+            .send(ProducerMessage::new("later").deliver_after(Duration::from_secs(2)))
+            .await
+            .expect("queued")
+            .await
+            .expect("receipt");
+        let got = read(&client, &topic, 1).await;
+        assert_eq!(got[0].payload, Bytes::from_static(b"later"));
+        assert!(got[0].deliver_at.is_some());
+        assert_eq!(
+            got[0].id.batch_index, -1,
+            "a delayed message is never batched"
+        );
+    })
+    .await;
+}
