@@ -114,7 +114,8 @@ impl Driver {
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
             tokio::select! {
                 biased;
-                event = self.p.events.recv() => match event {
+                // Once dead, the mailbox is closed for good: stop polling it.
+                event = self.p.events.recv(), if self.dead.is_none() => match event {
                     Some(event) => self.on_event(event),
                     None => self.die(ProducerError::ConnectionLost(
                         crate::connection::ConnectionError::Closed,
@@ -259,7 +260,10 @@ impl Driver {
             let entry = match sealed {
                 Ok(entry) => entry,
                 Err(SealError { tokens, error }) => {
-                    self.fail(tokens, &ProducerError::Compression(std::sync::Arc::new(error)));
+                    self.fail(
+                        tokens,
+                        &ProducerError::Compression(std::sync::Arc::new(error)),
+                    );
                     continue;
                 }
             };

@@ -10,3 +10,4 @@ mod common;
 mod connection;
 mod handshake;
 mod lookup;
+mod produce;
