@@ -51,6 +51,9 @@ struct Inner {
     service: BrokerAddress,
     pool: Pool,
     operation_timeout: Duration,
+    /// Payload bytes all producers of this client may hold unanswered.
+    memory: Arc<tokio::sync::Semaphore>,
+    memory_limit: usize,
 }
 
 impl Client {
@@ -91,6 +94,12 @@ impl Client {
         lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic).await
     }
 
+    /// The client-wide memory budget producers take from before queuing a
+    /// message, and its size in bytes.
+    pub(crate) fn memory(&self) -> (&Arc<tokio::sync::Semaphore>, usize) {
+        (&self.inner.memory, self.inner.memory_limit)
+    }
+
     /// Closes every connection (flushing what is queued on them); requests
     /// still waiting fail with [`ConnectionError::Closed`](crate::connection::ConnectionError::Closed),
     /// and later calls with [`ClientError::Closed`]. Affects all clones.
@@ -109,6 +118,7 @@ pub struct ClientBuilder {
     connection_timeout: Duration,
     connections_per_broker: usize,
     connector: Option<Arc<dyn Connector>>,
+    memory_limit: usize,
 }
 
 impl Default for ClientBuilder {
@@ -120,6 +130,7 @@ impl Default for ClientBuilder {
             connection_timeout: Duration::from_secs(10),
             connections_per_broker: 1,
             connector: None,
+            memory_limit: crate::producer::DEFAULT_MEMORY_LIMIT,
         }
     }
 }
@@ -159,6 +170,16 @@ impl ClientBuilder {
         self
     }
 
+    /// How many payload bytes all producers of the client may hold before
+    /// their receipts (batched or in flight). When it is used up, `send`
+    /// waits or fails, as each producer's
+    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says.
+    /// Default 64 MiB.
+    pub const fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
     /// Opens broker streams with `connector` instead of plain TCP (custom
     /// transports, in-memory brokers in tests).
     pub fn connector(mut self, connector: impl Connector) -> Self {
@@ -179,6 +200,13 @@ impl ClientBuilder {
             .service_url
             .ok_or_else(|| invalid("service_url", "is required"))?;
         let service = BrokerAddress::from_url(&service_url)?;
+        if self.memory_limit == 0 || self.memory_limit > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(invalid(
+                "memory_limit",
+                "must be at least 1 byte and fit a semaphore",
+            )
+            .into());
+        }
         if self.connections_per_broker == 0 {
             return Err(invalid("connections_per_broker", "must be at least 1").into());
         }
@@ -208,6 +236,8 @@ impl ClientBuilder {
                 service,
                 pool,
                 operation_timeout: self.operation_timeout,
+                memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
+                memory_limit: self.memory_limit,
             }),
         })
     }

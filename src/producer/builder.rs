@@ -6,10 +6,7 @@ use tokio::sync::mpsc;
 
 use super::batcher::BatchConfig;
 use super::task::{self, Created, Settings};
-use super::{
-    DEFAULT_MEMORY_LIMIT, HashingScheme, Producer, ProducerError, RoutingMode, WhenFull,
-    routing::Router,
-};
+use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routing::Router};
 use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::compression::Compression;
@@ -53,7 +50,6 @@ impl Client {
             batch: BatchConfig::default(),
             send_timeout: Duration::from_secs(30),
             max_pending_messages: 1000,
-            memory_limit: DEFAULT_MEMORY_LIMIT,
             when_full: WhenFull::Block,
             routing: RoutingMode::RoundRobin,
             hashing: HashingScheme::default(),
@@ -72,7 +68,6 @@ pub struct ProducerBuilder {
     batch: BatchConfig,
     send_timeout: Duration,
     max_pending_messages: usize,
-    memory_limit: usize,
     when_full: WhenFull,
     routing: RoutingMode,
     hashing: HashingScheme,
@@ -134,13 +129,8 @@ impl ProducerBuilder {
         self
     }
 
-    /// Most payload bytes pending per partition. Default 64 MiB.
-    pub fn memory_limit(mut self, bytes: usize) -> Self {
-        self.memory_limit = bytes;
-        self
-    }
-
-    /// Whether `send` waits (the default) or fails when a bound is reached.
+    /// Whether `send` waits (the default) or fails when the pending bound
+    /// or the client's [memory limit](crate::ClientBuilder::memory_limit) is reached.
     pub fn when_full(mut self, when_full: WhenFull) -> Self {
         self.when_full = when_full;
         self
@@ -183,7 +173,6 @@ impl ProducerBuilder {
             batch: self.batch,
             send_timeout: self.send_timeout,
             max_pending_messages: self.max_pending_messages,
-            max_pending_bytes: self.memory_limit,
             when_full: self.when_full,
         };
         let targets: Vec<(TopicName, i32)> = if partitions == 0 {
@@ -206,11 +195,13 @@ impl ProducerBuilder {
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
         let switch = self.batch.enabled.then(|| self.batch.max_delay * 10);
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
+        let (memory, limit) = self.client.memory();
         Ok(Producer::new(
             topic.as_str().to_owned(),
             names,
             lanes,
             router,
+            (memory.clone(), limit, self.when_full),
         ))
     }
 
@@ -230,9 +221,6 @@ impl ProducerBuilder {
         }
         if self.max_pending_messages == 0 {
             return invalid("max_pending_messages", "must be at least 1");
-        }
-        if self.memory_limit == 0 {
-            return invalid("memory_limit", "must be at least 1 byte");
         }
         Ok(())
     }

@@ -107,6 +107,7 @@ impl Budget {
     }
 
     /// Bytes held.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }

@@ -45,7 +45,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 pub use builder::{AccessMode, ProducerBuilder};
 pub use error::ProducerError;
@@ -80,6 +80,8 @@ struct Inner {
     names: Vec<String>,
     lanes: Vec<mpsc::Sender<Cmd>>,
     router: Mutex<Router>,
+    /// The client's memory budget, its size, and what to do when it is used up.
+    memory: (Arc<Semaphore>, usize, WhenFull),
 }
 
 impl Producer {
@@ -88,6 +90,7 @@ impl Producer {
         names: Vec<String>,
         lanes: Vec<mpsc::Sender<Cmd>>,
         router: Router,
+        memory: (Arc<Semaphore>, usize, WhenFull),
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -95,7 +98,31 @@ impl Producer {
                 names,
                 lanes,
                 router: Mutex::new(router),
+                memory,
             }),
+        }
+    }
+
+    /// Takes `msg`'s share of the client's memory limit: waits for it or
+    /// fails at once. A message larger than the whole limit takes all of it.
+    async fn reserve(&self, msg: &ProducerMessage) -> Result<OwnedSemaphorePermit, ProducerError> {
+        let (memory, limit, when_full) = &self.inner.memory;
+        let wanted = msg.size_hint().min(*limit);
+        let n = u32::try_from(wanted).unwrap_or(u32::MAX);
+        match when_full {
+            WhenFull::Fail => memory.clone().try_acquire_many_owned(n).map_err(|_| {
+                let used = limit - memory.available_permits();
+                ProducerError::Full(LimitExceeded::Memory {
+                    used,
+                    limit: *limit,
+                    wanted,
+                })
+            }),
+            WhenFull::Block => memory
+                .clone()
+                .acquire_many_owned(n)
+                .await
+                .map_err(|_| ProducerError::Closed),
         }
     }
 
@@ -124,7 +151,9 @@ impl Producer {
     /// after another on one partition resolve in that order.
     ///
     /// # Errors
-    /// [`ProducerError::Closed`] if the producer is closed. The receipt
+    /// [`ProducerError::Closed`] if the producer is closed;
+    /// [`ProducerError::Full`] at once if the client's memory limit is used
+    /// up and the producer is set to [`WhenFull::Fail`]. The receipt
     /// fails with [`ProducerError::MessageTooLarge`] (nothing was sent),
     /// [`ProducerError::Full`] (with [`WhenFull::Fail`]),
     /// [`ProducerError::Send`] (SEND_ERROR), [`ProducerError::Timeout`],
@@ -149,9 +178,10 @@ impl Producer {
             let mut router = self.inner.router.lock().unwrap_or_else(|e| e.into_inner());
             router.choose(clock::now(), msg.get_key()) as usize
         };
+        let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
         self.inner.lanes[lane]
-            .send(Cmd::Send { msg, reply })
+            .send(Cmd::Send { msg, reply, permit })
             .await
             .map_err(|_| ProducerError::Closed)?;
         Ok(SendReceipt { receipt })

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::batcher::{BatchConfig, Batcher, SealError};
@@ -25,7 +25,12 @@ pub(crate) type Reply = oneshot::Sender<Result<MessageId, ProducerError>>;
 
 /// What the handle asks of the driver.
 pub(crate) enum Cmd {
-    Send { msg: ProducerMessage, reply: Reply },
+    Send {
+        msg: ProducerMessage,
+        reply: Reply,
+        /// The message's share of the client's memory limit, held until it is answered.
+        permit: OwnedSemaphorePermit,
+    },
     Flush(oneshot::Sender<Result<(), ProducerError>>),
     Close(oneshot::Sender<Result<(), ProducerError>>),
 }
@@ -36,7 +41,6 @@ pub(crate) struct Settings {
     pub(crate) batch: BatchConfig,
     pub(crate) send_timeout: Duration,
     pub(crate) max_pending_messages: usize,
-    pub(crate) max_pending_bytes: usize,
     pub(crate) when_full: WhenFull,
 }
 
@@ -56,6 +60,7 @@ pub(crate) struct Created {
 struct Waiter {
     reply: Reply,
     bytes: usize,
+    _permit: OwnedSemaphorePermit,
 }
 
 struct Driver {
@@ -77,10 +82,7 @@ pub(crate) fn spawn(created: Created, settings: Settings) -> mpsc::Sender<Cmd> {
     let driver = Driver {
         batcher: Batcher::new(settings.batch, created.name.clone()),
         pending: Pending::default(),
-        budget: Budget::new(
-            Some(settings.max_pending_messages),
-            Some(settings.max_pending_bytes),
-        ),
+        budget: Budget::new(Some(settings.max_pending_messages), None),
         p: created,
         settings,
         last_sequence: None,
@@ -109,8 +111,7 @@ impl Driver {
             let accepting = self.closing.is_none()
                 && (self.settings.when_full == WhenFull::Fail
                     || self.dead.is_some()
-                    || (self.budget.messages() < self.settings.max_pending_messages
-                        && self.budget.bytes() < self.settings.max_pending_bytes));
+                    || self.budget.messages() < self.settings.max_pending_messages);
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
             tokio::select! {
                 biased;
@@ -122,7 +123,7 @@ impl Driver {
                     )),
                 },
                 cmd = cmds.recv(), if accepting => match cmd {
-                    Some(Cmd::Send { msg, reply }) => self.on_send(msg, reply),
+                    Some(Cmd::Send { msg, reply, permit }) => self.on_send(msg, reply, permit),
                     Some(Cmd::Flush(done)) => self.on_flush(done),
                     Some(Cmd::Close(done)) => self.start_close(Some(done)),
                     None => self.start_close(None),
@@ -140,7 +141,7 @@ impl Driver {
         }
     }
 
-    fn on_send(&mut self, msg: ProducerMessage, reply: Reply) {
+    fn on_send(&mut self, msg: ProducerMessage, reply: Reply, permit: OwnedSemaphorePermit) {
         if let Some(err) = &self.dead {
             let _ = reply.send(Err(err.clone()));
             return;
@@ -169,7 +170,11 @@ impl Driver {
             next
         });
         self.last_sequence = Some(sequence);
-        let waiter = Waiter { reply, bytes };
+        let waiter = Waiter {
+            reply,
+            bytes,
+            _permit: permit,
+        };
         self.batcher
             .push(clock::now(), clock::unix_millis(), sequence, &msg, waiter);
     }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use pulsar_wire::Client;
-use pulsar_wire::producer::{Producer, ProducerError, ProducerMessage};
+use pulsar_wire::producer::{LimitExceeded, Producer, ProducerError, ProducerMessage, WhenFull};
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_lookup_topic_response::LookupType;
 use pulsar_wire::proto::{self, BaseCommand, ServerError};
@@ -45,6 +45,22 @@ fn send_error(producer: u64, sequence: u64) -> BaseCommand {
 /// A producer (batching off, send timeout 30 s) on a one-broker fake
 /// cluster whose CONNECTED says `max_message_size`; returns the broker's end.
 async fn producer(max_message_size: Option<i32>, last_sequence_id: i64) -> (Producer, FakeBroker) {
+    producer_with(
+        max_message_size,
+        last_sequence_id,
+        64 << 20,
+        WhenFull::Block,
+    )
+    .await
+}
+
+/// As [`producer`], with the client's memory limit and the producer's `when_full`.
+async fn producer_with(
+    max_message_size: Option<i32>,
+    last_sequence_id: i64,
+    memory_limit: usize,
+    when_full: WhenFull,
+) -> (Producer, FakeBroker) {
     init_tracing();
     let net = FakeNetwork::new();
     let mut svc = net.listen(SERVICE);
@@ -52,10 +68,16 @@ async fn producer(max_message_size: Option<i32>, last_sequence_id: i64) -> (Prod
         let client = Client::builder()
             .service_url(format!("pulsar://{SERVICE}"))
             .connector(net.clone())
+            .memory_limit(memory_limit)
             .build()
             .await
             .expect("client");
-        client.producer("orders").batching(false).create().await
+        client
+            .producer("orders")
+            .batching(false)
+            .when_full(when_full)
+            .create()
+            .await
     };
     let script = async {
         let mut broker = svc.accept().await;
@@ -170,6 +192,35 @@ async fn a_lost_connection_fails_every_send_in_flight() {
         }
         let late = producer.send("z").await.expect("queued");
         assert!(matches!(late.await, Err(ProducerError::ConnectionLost(_))));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_memory_limit_fails_at_once_when_set_to_fail() {
+    guard("memory", async {
+        let (producer, mut broker) = producer_with(None, -1, 100, WhenFull::Fail).await;
+        let first = producer.send(vec![1u8; 80]).await.expect("queued");
+        let refused = producer.send(vec![2u8; 80]).await.expect_err("memory full");
+        assert!(
+            matches!(
+                refused,
+                ProducerError::Full(LimitExceeded::Memory {
+                    used: 80,
+                    limit: 100,
+                    wanted: 80
+                })
+            ),
+            "{refused}"
+        );
+        let (id, seq) = send_of(&broker.expect(Type::Send).await);
+        broker.send(answer::receipt(id, seq)).await;
+        first.await.expect("receipt");
+        // The receipt gave the memory back.
+        let third = producer.send(vec![3u8; 80]).await.expect("queued");
+        let (id, seq) = send_of(&broker.expect(Type::Send).await);
+        broker.send(answer::receipt(id, seq)).await;
+        third.await.expect("receipt");
     })
     .await;
 }
