@@ -104,14 +104,19 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 impl Driver {
     async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>) {
         loop {
+            let full = self.budget.messages() >= self.settings.max_pending_messages;
+            if full && self.batcher.len() > 0 {
+                // Nothing more can join the batch: send it rather than
+                // linger while every sender waits.
+                self.batcher.flush();
+                self.write_ready().await;
+            }
             let deadline = earliest(
                 self.batcher.next_deadline(),
                 self.pending.next_deadline(self.settings.send_timeout),
             );
             let accepting = self.closing.is_none()
-                && (self.settings.when_full == WhenFull::Fail
-                    || self.dead.is_some()
-                    || self.budget.messages() < self.settings.max_pending_messages);
+                && (self.settings.when_full == WhenFull::Fail || self.dead.is_some() || !full);
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
             tokio::select! {
                 biased;

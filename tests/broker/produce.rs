@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use pulsar_wire::compression::Compression;
 use pulsar_wire::connection::ConsumerEvent;
-use pulsar_wire::producer::{HashingScheme, ProducerError, ProducerMessage};
+use pulsar_wire::producer::{AccessMode, HashingScheme, ProducerError, ProducerMessage};
 use pulsar_wire::proto::{self, command_subscribe};
 use pulsar_wire::wire::{batch, commands};
 use pulsar_wire::{Client, MessageId, TopicName};
@@ -356,6 +356,64 @@ async fn delayed_messages_carry_their_delivery_time_and_arrive() {
             got[0].id.batch_index, -1,
             "a delayed message is never batched"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_full_producer_sends_its_batch_instead_of_lingering() {
+    let broker = TestBroker::start().await;
+    guard("full", async {
+        let client = client(&broker).await;
+        let producer = client
+            .producer(unique_topic("full"))
+            .batching_max_delay(Duration::from_secs(3600))
+            .max_pending_messages(3)
+            .create()
+            .await
+            .expect("producer");
+        // The fourth send waits for room; room comes only if the batch of
+        // three goes out without waiting an hour for its linger.
+        let mut receipts = Vec::new();
+        for i in 0..7 {
+            receipts.push(producer.send(format!("m{i}")).await.expect("queued"));
+        }
+        producer.flush().await.expect("flush");
+        for receipt in receipts {
+            receipt.await.expect("receipt");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_second_exclusive_producer_is_refused() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite has no producer access modes",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("exclusive", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("exclusive");
+        let first = client
+            .producer(topic.clone())
+            .access_mode(AccessMode::Exclusive)
+            .create()
+            .await
+            .expect("first exclusive producer");
+        let second = client
+            .producer(topic.clone())
+            .access_mode(AccessMode::Exclusive)
+            .create()
+            .await;
+        assert!(
+            matches!(second, Err(ProducerError::Create { .. })),
+            "{second:?}"
+        );
+        first.close().await.expect("close");
     })
     .await;
 }
