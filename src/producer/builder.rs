@@ -15,6 +15,15 @@ use crate::proto::{self, ProducerAccessMode};
 use crate::wire::commands;
 
 /// Who may produce to the topic alongside this producer.
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::producer::AccessMode;
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// // Fails with `ProducerError::Create` if another producer is on the topic.
+/// let sole = client.producer("ledger").access_mode(AccessMode::Exclusive).create().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum AccessMode {
@@ -58,6 +67,30 @@ impl Client {
 }
 
 /// Configures and creates a [`Producer`]; see [`Client::producer`].
+///
+/// Every setting has a default; `create` checks them all before any IO.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use pulsar_wire::compression::Compression;
+/// use pulsar_wire::producer::{HashingScheme, WhenFull};
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// let producer = client
+///     .producer("persistent://public/default/clicks")
+///     .name("clicks-writer")
+///     .batching_max_messages(500)
+///     .batching_max_bytes(64 * 1024)
+///     .batching_max_delay(Duration::from_millis(2))
+///     .compression(Compression::Zstd)
+///     .send_timeout(Duration::from_secs(10))
+///     .max_pending_messages(10_000)
+///     .when_full(WhenFull::Fail)
+///     .hashing_scheme(HashingScheme::Murmur3_32Hash)
+///     .create()
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `create` is awaited"]
 pub struct ProducerBuilder {

@@ -13,7 +13,19 @@ use super::LimitExceeded;
 /// An error of a producer: creating it, or one of its sends.
 ///
 /// `Clone`, because one failure (a lost connection, a timeout) reaches every
-/// send waiting at that moment.
+/// send waiting at that moment. Converts into [`crate::Error`] with `?`.
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::producer::ProducerError;
+/// # async fn demo(producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+/// match producer.send(vec![0u8; 10 << 20]).await?.await {
+///     Ok(id) => println!("stored as {id}"),
+///     Err(ProducerError::MessageTooLarge { size, max }) => println!("{size} > {max}: not sent"),
+///     Err(other) => return Err(other.into()),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProducerError {

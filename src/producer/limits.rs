@@ -7,6 +7,20 @@
 //! fails at once with [`LimitExceeded`], as [`WhenFull`] says.
 
 /// What `send` does when a bound is reached.
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::producer::{LimitExceeded, ProducerError, WhenFull};
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// let producer = client.producer("t").when_full(WhenFull::Fail).create().await?;
+/// match producer.send("x").await {
+///     Err(ProducerError::Full(LimitExceeded::Memory { used, limit, .. })) => {
+///         println!("shedding load: {used} of {limit} bytes pending");
+///     }
+///     other => { other?.await?; }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum WhenFull {
@@ -18,9 +32,21 @@ pub enum WhenFull {
 }
 
 /// The client-wide memory limit by default: 64 MiB of pending payload.
+///
+/// # Examples
+/// ```
+/// assert_eq!(pulsar_wire::producer::DEFAULT_MEMORY_LIMIT, 64 << 20);
+/// ```
 pub const DEFAULT_MEMORY_LIMIT: usize = 64 * 1024 * 1024;
 
 /// Which bound a send would exceed.
+///
+/// # Examples
+/// ```
+/// use pulsar_wire::producer::LimitExceeded;
+/// let e = LimitExceeded::PendingMessages { max: 1000 };
+/// assert_eq!(e.to_string(), "producer queue is full: 1000 messages pending");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum LimitExceeded {
     /// The producer already has `max` messages pending.

@@ -7,6 +7,14 @@ use bytes::Bytes;
 use crate::proto::{KeyValue, MessageMetadata, SingleMessageMetadata};
 
 /// When the broker may deliver a message to consumers.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use pulsar_wire::producer::{DeliverAt, ProducerMessage};
+/// let msg = ProducerMessage::new("x").deliver_after(Duration::from_secs(5));
+/// assert_eq!(msg.get_deliver(), Some(DeliverAt::After(Duration::from_secs(5))));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliverAt {
     /// At this wall-clock time, in milliseconds since the Unix epoch.

@@ -226,7 +226,18 @@ impl Producer {
 }
 
 /// The outcome of one send: resolves to the message's [`MessageId`] once
-/// the broker has stored it.
+/// the broker has stored it (with its `batch_index` for a batched message,
+/// its `partition` on a partitioned topic). Dropping it does not cancel the
+/// send.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+/// let receipt = producer.send("hello").await?; // queued
+/// let id = receipt.await?;                      // stored
+/// assert!(id.batch_index >= -1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "a receipt tells whether the message was stored"]
 pub struct SendReceipt {

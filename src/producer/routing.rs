@@ -31,6 +31,14 @@
 use std::time::{Duration, Instant};
 
 /// How a key is hashed to choose its partition (Pulsar's `HashingScheme`).
+///
+/// # Examples
+/// ```
+/// use pulsar_wire::producer::HashingScheme;
+/// // What the Python client (C++ BoostHash) computes for "k1".
+/// assert_eq!(HashingScheme::BoostHash.hash("k1"), 1_072_173_493);
+/// assert_eq!(HashingScheme::default(), HashingScheme::JavaStringHash);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum HashingScheme {
@@ -137,6 +145,14 @@ fn boost_string_hash(data: &[u8]) -> u64 {
 }
 
 /// Where messages without a key go on a partitioned topic.
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::producer::RoutingMode;
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// let p = client.producer("t").routing_mode(RoutingMode::SinglePartition).create().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum RoutingMode {
