@@ -6,4 +6,5 @@ mod common;
 
 mod client;
 mod produce;
+mod raw_reader;
 mod wire;
