@@ -224,3 +224,28 @@ async fn the_client_memory_limit_fails_at_once_when_set_to_fail() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_receipt_out_of_step_stops_the_producer_and_fails_its_sends() {
+    guard("out of order", async {
+        let (producer, mut broker) = producer(None, 9).await;
+        let first = producer.send("a").await.expect("queued");
+        let second = producer.send("b").await.expect("queued");
+        let (id, _) = send_of(&broker.expect(Type::Send).await);
+        broker.expect(Type::Send).await;
+        // A stale receipt (before anything in flight) is ignored...
+        broker.send(answer::receipt(id, 3)).await;
+        // ...one for the second send while the first is oldest is not.
+        broker.send(answer::receipt(id, 11)).await;
+        for receipt in [first, second] {
+            assert!(matches!(
+                receipt.await,
+                Err(ProducerError::OutOfOrderReceipt {
+                    expected: 10,
+                    got: 11
+                })
+            ));
+        }
+    })
+    .await;
+}
