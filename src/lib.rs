@@ -3,6 +3,7 @@
 
 mod clock;
 pub mod codec;
+pub mod consumer;
 mod error;
 pub mod ids;
 pub mod message_id;
