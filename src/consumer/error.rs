@@ -1,6 +1,11 @@
-//! The consumer layer's errors.
+//! The consumer layer's errors: a configuration that cannot work, and a
+//! call the caller should not have made.
 
 use std::time::Duration;
+
+use crate::MessageId;
+
+use super::config::SubscriptionType;
 
 /// A consumer setting or policy that cannot work; found when it is
 /// validated, before any message flows.
@@ -36,5 +41,30 @@ pub enum ConfigError {
         /// Which setting: `dead_letter_topic`, `retry_letter_topic` or
         /// `initial_subscription_name`.
         field: &'static str,
+    },
+}
+
+/// A call the consumer core refuses: caller misuse or a peer's inconsistent
+/// input. The core's state is unchanged by the refused call, except that a
+/// refused incoming message is dropped (its permit is given back).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoreError {
+    /// Cumulative ack is only allowed on Exclusive and Failover
+    /// subscriptions: on Shared and Key_Shared other consumers hold
+    /// messages before this one.
+    #[error("cumulative ack is not allowed on a {subscription:?} subscription")]
+    CumulativeAckNotAllowed {
+        /// The subscription type of this consumer.
+        subscription: SubscriptionType,
+    },
+    /// A message whose id names a batch member without a batch size that
+    /// holds it (or a batch size on an id that is no batch member).
+    #[error("message {id} has batch_size {batch_size:?}, which does not match its batch index")]
+    InconsistentBatch {
+        /// The message id as received.
+        id: MessageId,
+        /// The batch size that came with it.
+        batch_size: Option<u32>,
     },
 }
