@@ -406,6 +406,12 @@ impl<M: Clone> ConsumerCore<M> {
         self.batches.clear_live();
     }
 
+    /// Permits given back but not yet sent, for tests.
+    #[cfg(test)]
+    pub(crate) fn permits_returned(&self) -> u32 {
+        self.queue.returned()
+    }
+
     /// Sizes of the per-message state, for tests: queue, held, delayed
     /// nacks, batch entries, forwards, last-chance copies.
     #[cfg(test)]

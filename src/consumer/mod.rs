@@ -25,6 +25,8 @@ pub mod unacked;
 mod core_tests;
 #[cfg(test)]
 mod core_tests_batch_dlq;
+#[cfg(test)]
+mod proptests;
 
 pub use self::core::ConsumerCore;
 pub use actions::{Action, Incoming};

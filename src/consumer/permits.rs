@@ -101,6 +101,12 @@ impl<M> ReceiverQueue<M> {
         self.queue.len()
     }
 
+    /// Permits given back but not sent yet.
+    #[cfg(test)]
+    pub(crate) fn returned(&self) -> u32 {
+        self.permits.returned
+    }
+
     /// Permits go out only on a subscribed connection; a new subscribe
     /// grants the whole queue anyway.
     fn give_back(&mut self, n: u32) -> Option<u32> {
