@@ -6,6 +6,7 @@ mod clock;
 pub mod codec;
 pub mod compression;
 pub mod connection;
+pub mod consumer;
 mod error;
 pub mod ids;
 pub mod message_id;
