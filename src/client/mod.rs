@@ -20,6 +20,7 @@ pub use error::{ClientError, UrlProblem};
 pub use topic::{InvalidTopicName, TopicDomain, TopicName, TopicNameProblem};
 
 use crate::Error;
+use crate::auth::Authentication;
 use crate::connection::{Connection, ConnectionOptions};
 use pool::{Pool, PoolConfig};
 
@@ -109,6 +110,7 @@ pub struct ClientBuilder {
     connection_timeout: Duration,
     connections_per_broker: usize,
     connector: Option<Arc<dyn Connector>>,
+    auth: Option<Arc<dyn Authentication>>,
 }
 
 impl Default for ClientBuilder {
@@ -120,6 +122,7 @@ impl Default for ClientBuilder {
             connection_timeout: Duration::from_secs(10),
             connections_per_broker: 1,
             connector: None,
+            auth: None,
         }
     }
 }
@@ -166,6 +169,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection with `auth`: its credentials go in
+    /// CONNECT, and fresh ones answer each AUTH_CHALLENGE (so connections
+    /// survive token rotation). Credentials are never logged.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::{Client, auth::TokenAuthentication};
+    /// # async fn demo() -> Result<(), pulsar_wire::Error> {
+    /// let client = Client::builder()
+    ///     .service_url("pulsar://broker.example.com:6650")
+    ///     .authentication(TokenAuthentication::from_file("/run/secrets/pulsar-token"))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn authentication(mut self, auth: impl Authentication) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
     /// Checks the settings and connects to the service URL.
     ///
     /// # Errors
@@ -191,9 +214,12 @@ impl ClientBuilder {
                 return Err(invalid(option, "must be longer than zero").into());
             }
         }
-        let options = ConnectionOptions::default()
+        let mut options = ConnectionOptions::default()
             .operation_timeout(self.operation_timeout)
             .keepalive_interval(self.keepalive_interval);
+        if let Some(auth) = self.auth {
+            options = options.shared_authentication(auth);
+        }
         let pool = Pool::new(PoolConfig {
             connector: self.connector.unwrap_or_else(|| Arc::new(TcpConnector)),
             options,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::AuthError;
 use crate::codec::CodecError;
 use crate::proto::ServerError;
 use crate::wire::FrameError;
@@ -69,6 +70,10 @@ pub enum ConnectionError {
         /// The limit in force on this connection.
         max: usize,
     },
+    /// No credentials could be had for CONNECT or for answering the
+    /// broker's AUTH_CHALLENGE (the connection is closed then).
+    #[error("authentication failed: {0}")]
+    Auth(#[from] AuthError),
     /// This client closed the connection (or every handle to it was dropped).
     #[error("connection closed by the client")]
     Closed,
@@ -113,6 +118,7 @@ impl ConnectionError {
                 | Self::Io(_)
                 | Self::Frame(_)
                 | Self::KeepaliveExpired { .. }
+                | Self::Auth(_)
                 | Self::Closed
         )
     }
