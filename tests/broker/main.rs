@@ -5,4 +5,6 @@
 mod common;
 
 mod client;
+#[cfg(feature = "tls")]
+mod tls;
 mod wire;

@@ -6,6 +6,8 @@
 pub mod admin;
 pub mod broker;
 pub mod fake_broker;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
