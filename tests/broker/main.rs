@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
 mod client;
 #[cfg(feature = "tls")]
 mod tls;
