@@ -129,14 +129,40 @@ async fn a_plaintext_broker_behind_pulsar_ssl_is_refused_never_used_in_the_clear
             .build(),
     )
     .await;
-    let problem = tls_problem(built);
-    assert!(
-        matches!(
-            problem,
-            TlsProblem::NotTls | TlsProblem::ClosedDuringHandshake
-        ),
-        "{problem:?}"
-    );
+    // pulsar-lite reads the ClientHello as an oversized frame and hangs up.
+    assert_eq!(tls_problem(built), TlsProblem::ClosedDuringHandshake);
+}
+
+#[tokio::test]
+async fn a_plaintext_server_that_answers_in_the_clear_is_not_tls() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    init_tracing();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        // A plaintext Pulsar frame (PING) instead of a ServerHello.
+        let mut frame = bytes::BytesMut::new();
+        pulsar_wire::wire::encode_command(&pulsar_wire::wire::commands::ping(), &mut frame)
+            .expect("encode");
+        socket.write_all(&frame).await.expect("write");
+        // Until the client hangs up.
+        let mut sink = Vec::new();
+        let _ = socket.read_to_end(&mut sink).await;
+    });
+    let ca = Ca::new("test CA");
+    let built = guard(
+        "connect",
+        Client::builder()
+            .service_url(format!("pulsar+ssl://{addr}"))
+            .tls_trust_certs_pem(ca.pem())
+            .build(),
+    )
+    .await;
+    assert_eq!(tls_problem(built), TlsProblem::NotTls);
+    guard("client hung up", server).await.expect("server task");
 }
 
 #[tokio::test]

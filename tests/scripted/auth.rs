@@ -215,3 +215,28 @@ async fn no_token_in_any_log_line_or_debug_output() {
         "the token leaked into Debug: {debug}"
     );
 }
+
+#[tokio::test]
+async fn no_credentials_for_connect_fails_the_connect_typed_without_sending_it() {
+    init_tracing();
+    let net = FakeNetwork::new();
+    let mut svc = net.listen("svc:6650");
+    let build = Client::builder()
+        .service_url("pulsar://svc:6650")
+        .connector(net.clone())
+        .authentication(TokenAuthentication::from_file("/nonexistent/pulsar-token"))
+        .build();
+    let script = async {
+        let mut broker = svc.accept().await;
+        // The client hangs up without a CONNECT.
+        assert!(broker.recv().await.is_none());
+    };
+    let (built, ()) = guard("connect", async { tokio::join!(build, script) }).await;
+    match built {
+        Err(pulsar_wire::Error::Client(pulsar_wire::ClientError::Connect {
+            source: ConnectionError::Auth(AuthError::TokenFile { path, .. }),
+            ..
+        })) => assert_eq!(path, PathBuf::from("/nonexistent/pulsar-token")),
+        other => panic!("{other:?}"),
+    }
+}
