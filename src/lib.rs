@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod client;
 mod clock;
 pub mod codec;

@@ -1,4 +1,4 @@
-//! [`BrokerAddress`]: a `pulsar://host:port` URL, parsed.
+//! [`BrokerAddress`]: a `pulsar://host:port` or `pulsar+ssl://host:port` URL, parsed.
 
 use std::fmt;
 
@@ -7,7 +7,11 @@ use super::{ClientError, UrlProblem};
 /// The port of `pulsar://` when a URL names none.
 pub const DEFAULT_PORT: u16 = 6650;
 
-/// Where a broker (or proxy) listens: host and port of a `pulsar://` URL.
+/// The port of `pulsar+ssl://` when a URL names none.
+pub const DEFAULT_TLS_PORT: u16 = 6651;
+
+/// Where a broker (or proxy) listens: host and port of a `pulsar://` URL,
+/// and whether it speaks TLS (`pulsar+ssl://`).
 ///
 /// # Examples
 /// ```
@@ -15,30 +19,44 @@ pub const DEFAULT_PORT: u16 = 6650;
 /// let a = BrokerAddress::from_url("pulsar://broker-1.example.com")?;
 /// assert_eq!((a.host(), a.port()), ("broker-1.example.com", 6650));
 /// assert_eq!(a.url(), "pulsar://broker-1.example.com:6650");
-/// assert!(BrokerAddress::from_url("pulsar+ssl://b:6651").is_err()); // TLS comes later
+/// let tls = BrokerAddress::from_url("pulsar+ssl://b")?;
+/// assert!(tls.is_tls() && tls.port() == 6651);
+/// assert!(BrokerAddress::from_url("http://b:8080").is_err());
 /// # Ok::<(), pulsar_wire::client::ClientError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BrokerAddress {
     host: String,
     port: u16,
+    tls: bool,
 }
 
 impl BrokerAddress {
-    /// An address from its parts.
+    /// A plaintext (`pulsar://`) address from its parts.
     pub fn new(host: impl Into<String>, port: u16) -> Self {
         Self {
             host: host.into(),
             port,
+            tls: false,
         }
     }
 
-    /// Parses `pulsar://host[:port][/]` (default port 6650; IPv6 hosts in brackets).
+    /// The same host and port, over TLS (`true`) or plaintext.
+    #[must_use]
+    pub const fn with_tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Parses `pulsar://host[:port][/]` (default port 6650) or
+    /// `pulsar+ssl://host[:port][/]` (default port 6651); IPv6 hosts in brackets.
+    ///
+    /// Parsing a `pulsar+ssl://` URL works without the `tls` cargo feature;
+    /// connecting to one then fails with [`ClientError::TlsNotEnabled`].
     ///
     /// # Errors
-    /// [`ClientError::UnsupportedScheme`] for any scheme but `pulsar`
-    /// (`pulsar+ssl` included, for now), [`ClientError::InvalidUrl`] for a
-    /// malformed URL. Both carry the URL.
+    /// [`ClientError::UnsupportedScheme`] for any other scheme,
+    /// [`ClientError::InvalidUrl`] for a malformed URL. Both carry the URL.
     pub fn from_url(url: &str) -> Result<Self, ClientError> {
         let invalid = |problem| ClientError::InvalidUrl {
             url: url.to_owned(),
@@ -47,12 +65,16 @@ impl BrokerAddress {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| invalid(UrlProblem::MissingScheme))?;
-        if scheme != "pulsar" {
-            return Err(ClientError::UnsupportedScheme {
-                url: url.to_owned(),
-                scheme: scheme.to_owned(),
-            });
-        }
+        let tls = match scheme {
+            "pulsar" => false,
+            "pulsar+ssl" => true,
+            _ => {
+                return Err(ClientError::UnsupportedScheme {
+                    url: url.to_owned(),
+                    scheme: scheme.to_owned(),
+                });
+            }
+        };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.contains(',') {
             return Err(invalid(UrlProblem::MultipleHosts));
@@ -87,6 +109,7 @@ impl BrokerAddress {
             return Err(invalid(UrlProblem::InvalidHost));
         }
         let port = match port {
+            None if tls => DEFAULT_TLS_PORT,
             None => DEFAULT_PORT,
             Some(p) => p
                 .parse::<u16>()
@@ -94,7 +117,12 @@ impl BrokerAddress {
                 .filter(|&p| p != 0)
                 .ok_or_else(|| invalid(UrlProblem::InvalidPort))?,
         };
-        Ok(Self::new(host, port))
+        Ok(Self::new(host, port).with_tls(tls))
+    }
+
+    /// Whether the broker is reached over TLS (`pulsar+ssl://`).
+    pub const fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// The host name or IP address.
@@ -107,9 +135,10 @@ impl BrokerAddress {
         self.port
     }
 
-    /// The `pulsar://host:port` URL.
+    /// The `pulsar://host:port` (or `pulsar+ssl://host:port`) URL.
     pub fn url(&self) -> String {
-        format!("pulsar://{self}")
+        let scheme = if self.tls { "pulsar+ssl" } else { "pulsar" };
+        format!("{scheme}://{self}")
     }
 }
 
@@ -151,8 +180,21 @@ mod tests {
     }
 
     #[test]
+    fn pulsar_ssl_is_tls_with_its_own_default_port() {
+        let a = BrokerAddress::from_url("pulsar+ssl://b").expect("tls url");
+        assert!(a.is_tls());
+        assert_eq!((a.host(), a.port()), ("b", 6651));
+        assert_eq!(a.url(), "pulsar+ssl://b:6651");
+        assert_ne!(
+            a,
+            BrokerAddress::new("b", 6651),
+            "TLS and plaintext never share a pool entry"
+        );
+    }
+
+    #[test]
     fn other_schemes_are_a_typed_error_naming_the_url() {
-        for url in ["pulsar+ssl://b:6651", "http://b:8080"] {
+        for url in ["pulsar+tls://b:6651", "http://b:8080"] {
             assert!(
                 matches!(BrokerAddress::from_url(url),
                     Err(ClientError::UnsupportedScheme { url: ref u, .. }) if u == url),

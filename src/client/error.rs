@@ -21,14 +21,30 @@ pub enum ClientError {
         /// What is wrong with it.
         problem: UrlProblem,
     },
-    /// A URL whose scheme this client cannot speak (yet): only `pulsar://`
-    /// is supported; `pulsar+ssl://` (TLS) comes with a later release.
-    #[error("URL {url:?} uses scheme {scheme:?}; this client supports only pulsar:// for now")]
+    /// A URL whose scheme this client cannot speak: only `pulsar://` and
+    /// `pulsar+ssl://` are supported.
+    #[error("URL {url:?} uses scheme {scheme:?}; this client supports pulsar:// and pulsar+ssl://")]
     UnsupportedScheme {
         /// The URL as given.
         url: String,
         /// Its scheme, e.g. `pulsar+ssl`.
         scheme: String,
+    },
+    /// A `pulsar+ssl://` URL, but this build of pulsar-wire has no TLS.
+    /// It never falls back to plaintext.
+    #[error(
+        "URL {url:?} needs TLS, which this build lacks: enable the `tls` cargo feature of pulsar-wire"
+    )]
+    TlsNotEnabled {
+        /// The URL (or `host:port`) that needs TLS.
+        url: String,
+    },
+    /// The TLS settings cannot be used (unreadable or invalid CA file,
+    /// client certificate or key; no system roots).
+    #[error("TLS configuration: {problem}")]
+    TlsConfig {
+        /// What is wrong.
+        problem: TlsConfigProblem,
     },
     /// A string that is not a topic name.
     #[error(transparent)]
@@ -79,11 +95,15 @@ pub enum ClientError {
         /// The last broker redirected to.
         last: String,
     },
-    /// A lookup answer named no `pulsar://` broker URL (e.g. a TLS-only broker).
-    #[error("lookup of {topic} named no pulsar:// broker URL")]
+    /// A lookup answer named no broker URL of the scheme the client uses
+    /// (`broker_service_url` for `pulsar://`, `broker_service_url_tls` for
+    /// `pulsar+ssl://`; a TLS client never follows a plaintext URL).
+    #[error("lookup of {topic} named no {scheme} broker URL")]
     NoBrokerUrl {
         /// The topic.
         topic: String,
+        /// The scheme wanted: `"pulsar://"` or `"pulsar+ssl://"`.
+        scheme: &'static str,
     },
     /// A lookup answer named a broker URL that cannot be used.
     #[error("lookup of {topic} named an unusable broker URL: {source}")]
@@ -117,4 +137,44 @@ pub enum UrlProblem {
     /// A path after the host and port.
     #[error("unexpected path after host:port")]
     UnexpectedPath,
+    /// A lookup answer's URL whose scheme differs from the service URL's
+    /// (a plaintext broker for a TLS client, or the reverse).
+    #[error("its scheme differs from the service URL's (pulsar:// vs pulsar+ssl://)")]
+    SchemeMismatch,
+}
+
+/// What is wrong with the TLS settings. Names files, never their content.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsConfigProblem {
+    /// A PEM file could not be read or parsed.
+    #[error("cannot use {what} {path:?}: {reason}")]
+    File {
+        /// Which setting: `"CA file"`, `"client certificate"`, `"client key"`.
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why (IO or PEM error, as text: these carry no secrets).
+        reason: String,
+    },
+    /// PEM data held no certificate, or no private key.
+    #[error("{what} holds no usable {expected}")]
+    Empty {
+        /// Which setting.
+        what: &'static str,
+        /// What was looked for: `"certificate"` or `"private key"`.
+        expected: &'static str,
+    },
+    /// The client certificate and key do not fit together, or a CA
+    /// certificate is malformed.
+    #[error("{what} rejected: {reason}")]
+    Rejected {
+        /// Which setting.
+        what: &'static str,
+        /// rustls's reason.
+        reason: String,
+    },
+    /// No trusted roots could be loaded from the operating system.
+    #[error("no system root certificates found; give a CA file")]
+    NoSystemRoots,
 }

@@ -34,22 +34,39 @@ pub(crate) enum Step {
 }
 
 /// Interprets a (successful) LOOKUP answer received from `asked`.
+///
+/// A TLS client (`asked` is TLS) follows only `broker_service_url_tls`, a
+/// plaintext one only `broker_service_url`: a `pulsar+ssl://` service never
+/// leads to a plaintext connection.
 pub(crate) fn next_step(
     topic: &TopicName,
     answer: &CommandLookupTopicResponse,
     asked: &BrokerAddress,
 ) -> Result<Step, ClientError> {
-    let url = answer
-        .broker_service_url
+    let tls = asked.is_tls();
+    let (field, scheme) = if tls {
+        (&answer.broker_service_url_tls, "pulsar+ssl://")
+    } else {
+        (&answer.broker_service_url, "pulsar://")
+    };
+    let url = field
         .as_deref()
         .filter(|url| !url.is_empty())
         .ok_or_else(|| ClientError::NoBrokerUrl {
             topic: topic.to_string(),
+            scheme,
         })?;
-    let broker = BrokerAddress::from_url(url).map_err(|e| ClientError::BadBrokerUrl {
+    let bad = |source| ClientError::BadBrokerUrl {
         topic: topic.to_string(),
-        source: Box::new(e),
-    })?;
+        source: Box::new(source),
+    };
+    let broker = BrokerAddress::from_url(url).map_err(bad)?;
+    if broker.is_tls() != tls {
+        return Err(bad(ClientError::InvalidUrl {
+            url: url.to_owned(),
+            problem: super::UrlProblem::SchemeMismatch,
+        }));
+    }
     Ok(match answer.response() {
         LookupType::Redirect => Step::Redirect {
             to: broker,
@@ -246,6 +263,39 @@ mod tests {
         let bad = answer(LookupType::Connect, Some("owner:6650"));
         assert!(matches!(
             next_step(&topic(), &bad, &addr("svc")),
+            Err(ClientError::BadBrokerUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn a_tls_client_follows_only_the_tls_url() {
+        let svc = BrokerAddress::new("svc", 6651).with_tls(true);
+        let both = CommandLookupTopicResponse {
+            broker_service_url_tls: Some("pulsar+ssl://owner:6651".into()),
+            ..answer(LookupType::Connect, Some("pulsar://owner:6650"))
+        };
+        let owner = BrokerAddress::new("owner", 6651).with_tls(true);
+        assert_eq!(
+            next_step(&topic(), &both, &svc).expect("step"),
+            Step::Connect {
+                logical: owner.clone(),
+                physical: owner
+            }
+        );
+        let plain_only = answer(LookupType::Connect, Some("pulsar://owner:6650"));
+        assert!(matches!(
+            next_step(&topic(), &plain_only, &svc),
+            Err(ClientError::NoBrokerUrl {
+                scheme: "pulsar+ssl://",
+                ..
+            })
+        ));
+        let plaintext_in_tls_field = CommandLookupTopicResponse {
+            broker_service_url_tls: Some("pulsar://owner:6650".into()),
+            ..answer(LookupType::Connect, None)
+        };
+        assert!(matches!(
+            next_step(&topic(), &plaintext_in_tls_field, &svc),
             Err(ClientError::BadBrokerUrl { .. })
         ));
     }

@@ -9,17 +9,20 @@ mod connector;
 mod error;
 mod lookup;
 mod pool;
+#[cfg(feature = "tls")]
+mod tls;
 mod topic;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use address::{BrokerAddress, DEFAULT_PORT};
+pub use address::{BrokerAddress, DEFAULT_PORT, DEFAULT_TLS_PORT};
 pub use connector::{BrokerStream, Connector, TcpConnector};
-pub use error::{ClientError, UrlProblem};
+pub use error::{ClientError, TlsConfigProblem, UrlProblem};
 pub use topic::{InvalidTopicName, TopicDomain, TopicName, TopicNameProblem};
 
 use crate::Error;
+use crate::auth::Authentication;
 use crate::connection::{Connection, ConnectionOptions};
 use pool::{Pool, PoolConfig};
 
@@ -119,6 +122,9 @@ pub struct ClientBuilder {
     connections_per_broker: usize,
     connector: Option<Arc<dyn Connector>>,
     memory_limit: usize,
+    auth: Option<Arc<dyn Authentication>>,
+    #[cfg(feature = "tls")]
+    tls: tls::TlsOptions,
 }
 
 impl Default for ClientBuilder {
@@ -131,13 +137,18 @@ impl Default for ClientBuilder {
             connections_per_broker: 1,
             connector: None,
             memory_limit: crate::producer::DEFAULT_MEMORY_LIMIT,
+            auth: None,
+            #[cfg(feature = "tls")]
+            tls: tls::TlsOptions::default(),
         }
     }
 }
 
 impl ClientBuilder {
     /// The cluster to talk to: `pulsar://host[:port]` (port 6650 by
-    /// default). Required. `pulsar+ssl://` is refused for now.
+    /// default) or, with the `tls` cargo feature, `pulsar+ssl://host[:port]`
+    /// (port 6651 by default; lookups then follow the brokers' TLS URLs and
+    /// never fall back to plaintext). Required.
     pub fn service_url(mut self, url: impl Into<String>) -> Self {
         self.service_url = Some(url.into());
         self
@@ -187,11 +198,89 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection with `auth`: its credentials go in
+    /// CONNECT, and fresh ones answer each AUTH_CHALLENGE (so connections
+    /// survive token rotation). Credentials are never logged.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::{Client, auth::TokenAuthentication};
+    /// # async fn demo() -> Result<(), pulsar_wire::Error> {
+    /// let client = Client::builder()
+    ///     .service_url("pulsar://broker.example.com:6650")
+    ///     .authentication(TokenAuthentication::from_file("/run/secrets/pulsar-token"))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn authentication(mut self, auth: impl Authentication) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// Trusts the CA certificates in this PEM file for `pulsar+ssl://`
+    /// instead of the operating system's roots. Read when the client is built.
+    #[cfg(feature = "tls")]
+    pub fn tls_trust_certs_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.trust = Some(tls::Pem::File(path.into()));
+        self
+    }
+
+    /// Trusts the CA certificates in these PEM bytes for `pulsar+ssl://`
+    /// instead of the operating system's roots.
+    #[cfg(feature = "tls")]
+    pub fn tls_trust_certs_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.trust = Some(tls::Pem::Bytes(pem.into()));
+        self
+    }
+
+    /// Presents this client certificate (chain) and private key, both PEM
+    /// files, to brokers that require mutual TLS. Read when the client is built.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_auth_files(
+        mut self,
+        certificate: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client_auth = Some((
+            tls::Pem::File(certificate.into()),
+            tls::Pem::File(key.into()),
+        ));
+        self
+    }
+
+    /// Like [`tls_client_auth_files`](Self::tls_client_auth_files), from
+    /// PEM bytes (the key is never printed, not even by `Debug`).
+    #[cfg(feature = "tls")]
+    pub fn tls_client_auth_pem(
+        mut self,
+        certificate: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_auth = Some((
+            tls::Pem::Bytes(certificate.into()),
+            tls::Pem::Bytes(key.into()),
+        ));
+        self
+    }
+
+    /// **Dangerous**: accepts any broker certificate for any host name, so
+    /// anyone on the network path can impersonate the broker and read the
+    /// credentials. For throw-away test clusters only. Building the client
+    /// logs a warning.
+    #[cfg(feature = "tls")]
+    pub fn danger_accept_invalid_certs(mut self) -> Self {
+        self.tls.danger_accept_invalid_certs = true;
+        self
+    }
+
     /// Checks the settings and connects to the service URL.
     ///
     /// # Errors
     /// [`ClientError::InvalidOption`] for a missing service URL or a zero
-    /// count or duration, [`ClientError::UnsupportedScheme`] /
+    /// count or duration, [`ClientError::TlsNotEnabled`] for
+    /// `pulsar+ssl://` without the `tls` feature, [`ClientError::TlsConfig`]
+    /// for unusable TLS files, [`ClientError::UnsupportedScheme`] /
     /// [`ClientError::InvalidUrl`] for the URL, [`ClientError::Connect`] if
     /// the service URL cannot be reached. All wrapped in [`Error::Client`].
     pub async fn build(self) -> Result<Client, Error> {
@@ -219,14 +308,28 @@ impl ClientBuilder {
                 return Err(invalid(option, "must be longer than zero").into());
             }
         }
-        let options = ConnectionOptions::default()
+        let mut options = ConnectionOptions::default()
             .operation_timeout(self.operation_timeout)
             .keepalive_interval(self.keepalive_interval);
+        if let Some(auth) = self.auth {
+            options = options.shared_authentication(auth);
+        }
+        #[cfg(feature = "tls")]
+        let tls = match service.is_tls() {
+            true => Some(self.tls.build()?),
+            false => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        if service.is_tls() {
+            return Err(ClientError::TlsNotEnabled { url: service_url }.into());
+        }
         let pool = Pool::new(PoolConfig {
             connector: self.connector.unwrap_or_else(|| Arc::new(TcpConnector)),
             options,
             connection_timeout: self.connection_timeout,
             connections_per_broker: self.connections_per_broker,
+            #[cfg(feature = "tls")]
+            tls,
         });
         // Fail fast on an unreachable cluster; the connection stays pooled.
         pool.get(&service, &service).await?;
@@ -246,6 +349,14 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn pulsar_ssl_without_the_feature_says_to_enable_it() {
+        let err = build_error(Client::builder().service_url("pulsar+ssl://b:6651"));
+        assert!(matches!(err, ClientError::TlsNotEnabled { .. }), "{err:?}");
+        assert!(err.to_string().contains("`tls` cargo feature"), "{err}");
+    }
 
     fn build_error(builder: ClientBuilder) -> ClientError {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -268,8 +379,8 @@ mod tests {
             }
         ));
         assert!(matches!(
-            build_error(Client::builder().service_url("pulsar+ssl://b:6651")),
-            ClientError::UnsupportedScheme { ref scheme, .. } if scheme == "pulsar+ssl"
+            build_error(Client::builder().service_url("pulsar+tls://b:6651")),
+            ClientError::UnsupportedScheme { ref scheme, .. } if scheme == "pulsar+tls"
         ));
         assert!(matches!(
             build_error(

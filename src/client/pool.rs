@@ -22,7 +22,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tracing::debug;
 
-use super::{BrokerAddress, ClientError, Connector};
+use super::{BrokerAddress, BrokerStream, ClientError, Connector};
 use crate::connection::{Connection, ConnectionError, ConnectionId, ConnectionOptions};
 
 type Attempt = Shared<BoxFuture<'static, Result<Connection, ClientError>>>;
@@ -52,6 +52,9 @@ pub(crate) struct PoolConfig {
     pub(crate) options: ConnectionOptions,
     pub(crate) connection_timeout: Duration,
     pub(crate) connections_per_broker: usize,
+    /// TLS for `pulsar+ssl://` addresses (set when the service URL is one).
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::tls::Tls>,
 }
 
 /// Shared connections to brokers. Cloning shares the pool.
@@ -228,22 +231,69 @@ fn start(pool: Weak<Inner>, key: Key, attempt: u64) -> Attempt {
     .shared()
 }
 
-/// Opens the stream and runs the handshake, within the connection timeout.
+/// Wraps `io` in TLS for a `pulsar+ssl://` address; never falls back to plaintext.
+#[cfg(feature = "tls")]
+async fn secure(
+    config: &PoolConfig,
+    address: &BrokerAddress,
+    io: Box<dyn BrokerStream>,
+) -> Result<Box<dyn BrokerStream>, ClientError> {
+    if !address.is_tls() {
+        return Ok(io);
+    }
+    // Lookup keeps a client on its service URL's scheme, so a TLS address
+    // always comes with the TLS settings built for it.
+    let tls = config
+        .tls
+        .as_ref()
+        .ok_or_else(|| ClientError::TlsNotEnabled { url: address.url() })?;
+    tls.handshake(address, io)
+        .await
+        .map_err(|source| ClientError::Connect {
+            address: address.to_string(),
+            source,
+        })
+}
+
+/// Without the `tls` feature a `pulsar+ssl://` address is refused, typed.
+#[cfg(not(feature = "tls"))]
+async fn secure(
+    _config: &PoolConfig,
+    address: &BrokerAddress,
+    io: Box<dyn BrokerStream>,
+) -> Result<Box<dyn BrokerStream>, ClientError> {
+    if address.is_tls() {
+        return Err(ClientError::TlsNotEnabled { url: address.url() });
+    }
+    Ok(io)
+}
+
+/// Opens the stream (TCP, then TLS for `pulsar+ssl://`) and runs the
+/// handshake; opening the stream is bounded by the connection timeout.
 async fn open(config: &PoolConfig, key: &Key) -> Result<Connection, ClientError> {
     let fail = |source| ClientError::Connect {
         address: key.physical.to_string(),
         source,
     };
     let timeout = config.connection_timeout;
-    let io = tokio::time::timeout(timeout, config.connector.connect(&key.physical))
-        .await
-        .map_err(|_| {
-            fail(ConnectionError::Timeout {
-                op: "TCP connect",
-                after: timeout,
-            })
-        })?
-        .map_err(|e| fail(e.into()))?;
+    let stream = async {
+        let io = config
+            .connector
+            .connect(&key.physical)
+            .await
+            .map_err(|e| fail(e.into()))?;
+        secure(config, &key.physical, io).await
+    };
+    let io = tokio::time::timeout(timeout, stream).await.map_err(|_| {
+        fail(ConnectionError::Timeout {
+            op: if key.physical.is_tls() {
+                "TCP connect and TLS handshake"
+            } else {
+                "TCP connect"
+            },
+            after: timeout,
+        })
+    })??;
     let mut options = config.options.clone();
     if key.logical == key.physical {
         options = options.peer_name(key.physical.to_string());

@@ -1,13 +1,14 @@
 //! The connection actor: the one task that owns a broker socket.
 //!
-//! It waits on five things at once, in this order of preference (`biased`):
+//! It waits on six things at once, in this order of preference (`biased`):
 //! writing out what is queued, reading a frame, the control lane (requests,
 //! registrations, acks, flow: never queued behind data), the data lane (SEND
 //! frames, bounded: producer backpressure), and one timer for request
 //! timeouts and keepalive. Outgoing frames are encoded into one buffer that
 //! is written as the socket accepts it, so a slow broker never stops the
 //! actor from reading; while the buffer is above a high-water mark the lanes
-//! are not read, which pushes back on the handles.
+//! are not read, which pushes back on the handles. The sixth is fresh
+//! credentials being fetched to answer an AUTH_CHALLENGE.
 //!
 //! Only the loop awaits. What happens on a command, a frame or a tick is
 //! decided by plain functions over [`Core`] and the pure [`Router`] and
@@ -20,6 +21,7 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
@@ -31,9 +33,11 @@ use super::inbound::Reaction;
 use super::keepalive::{self, Keepalive};
 use super::router::Router;
 use super::{ConnectionError, ConnectionOptions};
+use crate::auth::{self, AuthError};
 use crate::clock;
 use crate::codec::PulsarCodec;
 use crate::proto::BaseCommand;
+use crate::wire::commands::AuthPayload;
 use crate::wire::{self, Frame, FrameError, commands};
 
 /// Above this many queued output bytes the lanes are not read until the
@@ -53,7 +57,12 @@ pub(crate) struct Core {
     pub(crate) options: ConnectionOptions,
     /// Encoded frames not yet written to the socket.
     pub(crate) out: BytesMut,
+    /// Fresh credentials being fetched to answer an AUTH_CHALLENGE.
+    pub(crate) pending_auth: Option<PendingAuth>,
 }
+
+/// Credentials on their way from the [`Authentication`](crate::auth::Authentication) provider.
+pub(crate) type PendingAuth = BoxFuture<'static, Result<AuthPayload, AuthError>>;
 
 impl Core {
     pub(crate) fn new(now: Instant, options: ConnectionOptions) -> Self {
@@ -62,6 +71,7 @@ impl Core {
             keepalive: Keepalive::new(now, options.keepalive_interval),
             options,
             out: BytesMut::new(),
+            pending_auth: None,
         }
     }
 
@@ -124,12 +134,41 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
         Reaction::SendPong => commands::pong(),
         Reaction::AnswerAuthChallenge => {
             debug!("answering AUTH_CHALLENGE");
-            challenge_answer(core.options.auth.as_ref())
+            match core.options.auth.clone() {
+                // Fetching may do IO: the loop awaits it and answers then.
+                Some(auth) => {
+                    core.pending_auth =
+                        Some(Box::pin(async move { auth::fetch(auth.as_ref()).await }));
+                    return;
+                }
+                None => challenge_answer(None),
+            }
         }
     };
     if let Err(e) = core.write_command(&answer) {
         warn!(error = %e, "answer could not be encoded");
     }
+}
+
+/// Answers the AUTH_CHALLENGE with the fetched credentials; a provider
+/// failure ends the connection (the broker would drop it anyway).
+pub(crate) fn handle_credentials(
+    core: &mut Core,
+    fetched: Result<AuthPayload, AuthError>,
+) -> Result<(), ConnectionError> {
+    let fresh = fetched?;
+    core.write_command(&commands::auth_response(&fresh))?;
+    Ok(())
+}
+
+/// Waits for the credentials in `slot` (pending forever when there are none).
+async fn credentials(slot: &mut Option<PendingAuth>) -> Result<AuthPayload, AuthError> {
+    let Some(fetching) = slot.as_mut() else {
+        return std::future::pending().await;
+    };
+    let fetched = fetching.await;
+    *slot = None;
+    fetched
 }
 
 /// Expires requests and runs the keepalive; an error ends the connection.
@@ -222,6 +261,11 @@ pub(crate) async fn run<R, W>(
                     }
                 }
                 None => data_open = false,
+            },
+            fetched = credentials(&mut core.pending_auth), if core.pending_auth.is_some() => {
+                if let Err(e) = handle_credentials(&mut core, fetched) {
+                    break e;
+                }
             },
             () = &mut timer => {}
         }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::AuthError;
 use crate::codec::CodecError;
 use crate::proto::ServerError;
 use crate::wire::FrameError;
@@ -69,15 +70,96 @@ pub enum ConnectionError {
         /// The limit in force on this connection.
         max: usize,
     },
+    /// No credentials could be had for CONNECT or for answering the
+    /// broker's AUTH_CHALLENGE (the connection is closed then).
+    #[error("authentication failed: {0}")]
+    Auth(#[from] AuthError),
+    /// TLS failed: the handshake (certificate not trusted, wrong name,
+    /// expired; a server that does not speak TLS) or, later, an alert from
+    /// the server (e.g. refusing our client certificate).
+    #[error("TLS failed: {problem}")]
+    Tls {
+        /// What went wrong.
+        problem: TlsProblem,
+        /// The underlying error (from rustls).
+        source: Arc<std::io::Error>,
+    },
     /// This client closed the connection (or every handle to it was dropped).
     #[error("connection closed by the client")]
     Closed,
 }
 
+/// Why TLS failed, in terms a caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsProblem {
+    /// The certificate does not name the host connected to.
+    #[error("the server certificate is not valid for this host name")]
+    HostnameMismatch,
+    /// The certificate is not signed by a trusted CA.
+    #[error("the server certificate is signed by an unknown CA")]
+    UnknownIssuer,
+    /// The certificate has expired.
+    #[error("the server certificate has expired")]
+    Expired,
+    /// The certificate is not valid yet.
+    #[error("the server certificate is not valid yet")]
+    NotYetValid,
+    /// Another problem with the server certificate (bad signature, revoked, …).
+    #[error("the server certificate is invalid")]
+    InvalidCertificate,
+    /// The server sent a fatal alert: typically it refused our client
+    /// certificate (mutual TLS) or had none to accept.
+    #[error("the server rejected the TLS session (client certificate missing or refused?)")]
+    RejectedByServer,
+    /// The server answered with something that is not TLS (a plaintext port?).
+    #[error("the server does not speak TLS (a plaintext port?)")]
+    NotTls,
+    /// The server closed the connection in the middle of the handshake (a plaintext port?).
+    #[error("the server closed the connection during the TLS handshake (a plaintext port?)")]
+    ClosedDuringHandshake,
+    /// The host is neither a DNS name nor an IP address TLS can verify.
+    #[error("the host is not a valid TLS server name")]
+    InvalidServerName,
+    /// Anything else rustls reports.
+    #[error("TLS error")]
+    Other,
+}
+
 impl From<std::io::Error> for ConnectionError {
     fn from(e: std::io::Error) -> Self {
+        #[cfg(feature = "tls")]
+        if let Some(problem) = tls_problem(&e) {
+            return Self::Tls {
+                problem,
+                source: Arc::new(e),
+            };
+        }
         Self::Io(Arc::new(e))
     }
+}
+
+/// Recognises the rustls error inside an IO error from a TLS stream.
+#[cfg(feature = "tls")]
+fn tls_problem(e: &std::io::Error) -> Option<TlsProblem> {
+    use rustls::{CertificateError as C, Error as E};
+    let tls = e.get_ref()?.downcast_ref::<E>()?;
+    Some(match tls {
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            TlsProblem::HostnameMismatch
+        }
+        E::InvalidCertificate(C::UnknownIssuer) => TlsProblem::UnknownIssuer,
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => TlsProblem::Expired,
+        E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
+            TlsProblem::NotYetValid
+        }
+        E::InvalidCertificate(_) => TlsProblem::InvalidCertificate,
+        E::AlertReceived(_) => TlsProblem::RejectedByServer,
+        E::InvalidMessage(_)
+        | E::InappropriateMessage { .. }
+        | E::InappropriateHandshakeMessage { .. } => TlsProblem::NotTls,
+        _ => TlsProblem::Other,
+    })
 }
 
 impl From<FrameError> for ConnectionError {
@@ -113,6 +195,8 @@ impl ConnectionError {
                 | Self::Io(_)
                 | Self::Frame(_)
                 | Self::KeepaliveExpired { .. }
+                | Self::Auth(_)
+                | Self::Tls { .. }
                 | Self::Closed
         )
     }

@@ -2,8 +2,9 @@
 //!
 //! The client sends CONNECT (client version, protocol v21, feature flags,
 //! optional credentials and proxy target) and waits, within the operation
-//! timeout, for CONNECTED. An AUTH_CHALLENGE on the way is answered with the
-//! configured credentials. CONNECTED's `max_message_size` (5 MiB when
+//! timeout, for CONNECTED. Credentials come fresh from the configured
+//! [`Authentication`](crate::auth::Authentication), for CONNECT and again
+//! for each AUTH_CHALLENGE on the way. CONNECTED's `max_message_size` (5 MiB when
 //! absent, as pulsar-lite sends it) becomes the connection's frame limit.
 
 use bytes::BytesMut;
@@ -13,6 +14,7 @@ use tokio_util::codec::FramedRead;
 use tracing::debug;
 
 use super::{ConnectionError, ConnectionOptions};
+use crate::auth;
 use crate::codec::PulsarCodec;
 use crate::proto::BaseCommand;
 use crate::proto::base_command::Type;
@@ -86,10 +88,12 @@ where
     W: AsyncWrite + Unpin,
 {
     let exchange = async {
-        let connect = commands::connect(
-            options.auth.as_ref(),
-            options.proxy_to_broker_url.as_deref(),
-        );
+        let credentials = match &options.auth {
+            Some(auth) => Some(auth::fetch(auth.as_ref()).await?),
+            None => None,
+        };
+        let connect =
+            commands::connect(credentials.as_ref(), options.proxy_to_broker_url.as_deref());
         write_command(writer, &connect).await?;
         loop {
             let frame = match reader.next().await {
@@ -100,7 +104,11 @@ where
                 Answer::Connected(connected) => return Ok(connected),
                 Answer::Challenge => {
                     debug!(command = Type::AuthChallenge.as_str_name(), "answering");
-                    write_command(writer, &challenge_answer(options.auth.as_ref())).await?;
+                    let fresh = match &options.auth {
+                        Some(auth) => Some(auth::fetch(auth.as_ref()).await?),
+                        None => None,
+                    };
+                    write_command(writer, &challenge_answer(fresh.as_ref())).await?;
                 }
             }
         }

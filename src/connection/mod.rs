@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tracing::{Instrument, info, info_span};
 
-pub use error::ConnectionError;
+pub use error::{ConnectionError, TlsProblem};
 pub use events::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
 pub use options::ConnectionOptions;
 

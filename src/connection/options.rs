@@ -1,7 +1,9 @@
 //! [`ConnectionOptions`]: the settings of one broker connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::Authentication;
 use crate::wire::commands::AuthPayload;
 
 /// How a [`Connection`](super::Connection) behaves. The
@@ -21,7 +23,7 @@ use crate::wire::commands::AuthPayload;
 pub struct ConnectionOptions {
     pub(crate) operation_timeout: Duration,
     pub(crate) keepalive_interval: Duration,
-    pub(crate) auth: Option<AuthPayload>,
+    pub(crate) auth: Option<Arc<dyn Authentication>>,
     pub(crate) proxy_to_broker_url: Option<String>,
     pub(crate) data_lane_capacity: usize,
     /// The peer's address, for logs only.
@@ -59,9 +61,26 @@ impl ConnectionOptions {
         self
     }
 
-    /// Credentials for CONNECT (and for answering AUTH_CHALLENGE). Never logged.
+    /// Fixed credentials for CONNECT (and for answering AUTH_CHALLENGE).
+    /// Never logged. See [`authentication`](Self::authentication) for
+    /// credentials that change.
     #[must_use]
-    pub fn auth(mut self, auth: AuthPayload) -> Self {
+    pub fn auth(self, auth: AuthPayload) -> Self {
+        self.authentication(auth)
+    }
+
+    /// Where CONNECT and AUTH_CHALLENGE answers get fresh credentials from
+    /// (e.g. a [`TokenAuthentication`](crate::auth::TokenAuthentication)).
+    #[must_use]
+    pub fn authentication(mut self, auth: impl Authentication) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// Like [`authentication`](Self::authentication), for a provider
+    /// already shared (the client hands its own to every connection).
+    #[must_use]
+    pub fn shared_authentication(mut self, auth: Arc<dyn Authentication>) -> Self {
         self.auth = Some(auth);
         self
     }

@@ -79,13 +79,13 @@ async fn connects_looks_up_and_reads_partition_metadata() {
 }
 
 /// One topic's producer and consumer, created with raw requests on `conn`.
-struct Pair {
-    topic: String,
-    receipts: mpsc::UnboundedReceiver<ProducerEvent>,
-    messages: mpsc::UnboundedReceiver<ConsumerEvent>,
+pub(crate) struct Pair {
+    pub(crate) topic: String,
+    pub(crate) receipts: mpsc::UnboundedReceiver<ProducerEvent>,
+    pub(crate) messages: mpsc::UnboundedReceiver<ConsumerEvent>,
 }
 
-async fn producer_and_consumer(conn: &Connection, topic: String) -> Pair {
+pub(crate) async fn producer_and_consumer(conn: &Connection, topic: String) -> Pair {
     let (ctx, messages) = mpsc::unbounded_channel();
     let consumer = conn.next_consumer_id();
     conn.register_consumer(consumer, ctx)

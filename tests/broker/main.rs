@@ -4,7 +4,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
 mod client;
 mod produce;
 mod raw_reader;
+#[cfg(feature = "tls")]
+mod tls;
 mod wire;

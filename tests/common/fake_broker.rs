@@ -198,6 +198,22 @@ pub mod answer {
         }
     }
 
+    /// AUTH_CHALLENGE asking for refreshed credentials (as Apache Pulsar
+    /// sends when a connection's token is about to expire).
+    pub fn auth_challenge() -> BaseCommand {
+        BaseCommand {
+            auth_challenge: Some(Box::new(proto::CommandAuthChallenge {
+                server_version: Some("fake-broker".into()),
+                challenge: Some(proto::AuthData {
+                    auth_method_name: Some("refresh".into()),
+                    auth_data: Some(b"refresh".to_vec().into()),
+                }),
+                protocol_version: Some(21),
+            })),
+            ..base(Type::AuthChallenge)
+        }
+    }
+
     pub fn receipt(producer: u64, sequence: u64) -> BaseCommand {
         BaseCommand {
             send_receipt: Some(Box::new(proto::CommandSendReceipt {

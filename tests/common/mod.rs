@@ -6,6 +6,8 @@
 pub mod admin;
 pub mod broker;
 pub mod fake_broker;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
@@ -40,4 +42,36 @@ pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
         Ok(out) => out,
         Err(_) => panic!("{what}: no outcome within {LIMIT:?} (hang guard)"),
     }
+}
+
+/// Everything `tracing` prints at TRACE while `f` runs on this thread
+/// (plain text, every field). Run it in a current-thread runtime so the
+/// connection tasks log here too.
+pub async fn capture_logs<F: Future>(f: F) -> (F::Output, String) {
+    use std::sync::{Arc, Mutex};
+    use tracing::instrument::WithSubscriber;
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("sink").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let out = f.with_current_subscriber().await;
+    let text = String::from_utf8_lossy(&sink.0.lock().expect("sink")).into_owned();
+    (out, text)
 }

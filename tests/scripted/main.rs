@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
 mod connection;
 mod handshake;
 mod lookup;
