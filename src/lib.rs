@@ -6,6 +6,7 @@ mod clock;
 pub mod codec;
 pub mod compression;
 pub mod connection;
+pub mod consumer;
 mod error;
 pub mod ids;
 pub mod message_id;
@@ -14,5 +15,6 @@ pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
 pub use connection::{Connection, ConnectionError};
+pub use consumer::{ConsumerBuilder, ConsumerError, Message};
 pub use error::{Error, Result};
 pub use message_id::MessageId;
