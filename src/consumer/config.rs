@@ -1,0 +1,183 @@
+//! What the consumer core needs to know: subscription type, receiver queue,
+//! timers and policies (pure).
+
+use std::time::Duration;
+
+use crate::proto::command_subscribe::SubType;
+
+use super::dead_letter::DeadLetterPolicy;
+use super::error::ConfigError;
+use super::nack::{NackPolicy, RedeliveryBackoff};
+
+/// How a subscription shares its messages among its consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SubscriptionType {
+    /// One consumer; others are refused (the default).
+    #[default]
+    Exclusive,
+    /// Messages spread over every consumer, each acked individually.
+    Shared,
+    /// One active consumer, others stand by.
+    Failover,
+    /// Messages spread over consumers by key; one key, one consumer.
+    KeyShared,
+}
+
+impl SubscriptionType {
+    /// Whether the broker keeps redelivery counts and honours the ids of a
+    /// redelivery request (Shared, Key_Shared). On Exclusive and Failover it
+    /// ignores them and rewinds to the first unacked message instead.
+    pub fn redelivers_by_id(self) -> bool {
+        matches!(self, Self::Shared | Self::KeyShared)
+    }
+
+    /// Whether cumulative ack is allowed (Exclusive, Failover).
+    pub fn allows_cumulative_ack(self) -> bool {
+        !self.redelivers_by_id()
+    }
+}
+
+impl From<SubscriptionType> for SubType {
+    fn from(kind: SubscriptionType) -> Self {
+        match kind {
+            SubscriptionType::Exclusive => Self::Exclusive,
+            SubscriptionType::Shared => Self::Shared,
+            SubscriptionType::Failover => Self::Failover,
+            SubscriptionType::KeyShared => Self::KeyShared,
+        }
+    }
+}
+
+/// The consumer core's settings. [`Default`] gives Java's defaults: an
+/// Exclusive subscription, a queue of 1000, no ack timeout, a 500 ms tick,
+/// immediate nacks, no dead-letter policy, no batch index ack.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use pulsar_wire::consumer::{CoreConfig, SubscriptionType};
+/// let config = CoreConfig {
+///     subscription_type: SubscriptionType::Shared,
+///     ack_timeout: Some(Duration::from_secs(30)),
+///     ..CoreConfig::default()
+/// };
+/// config.validate()?;
+/// # Ok::<(), pulsar_wire::consumer::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreConfig {
+    /// The subscription type.
+    pub subscription_type: SubscriptionType,
+    /// How many messages the broker may push ahead of the application.
+    pub receiver_queue_size: u32,
+    /// Request messages held this long without an answer again; `None`:
+    /// never (they return to the subscription when the consumer leaves).
+    pub ack_timeout: Option<Duration>,
+    /// How often the ack timeout and delayed nacks are checked.
+    pub tick: Duration,
+    /// Lengthens the ack timeout of redelivered messages (Java's
+    /// `ackTimeoutRedeliveryBackoff`): timeout + `backoff.delay(count)`.
+    pub ack_timeout_backoff: Option<RedeliveryBackoff>,
+    /// When nacked messages are requested again.
+    pub nack: NackPolicy,
+    /// Where messages delivered too often go.
+    pub dead_letter: Option<DeadLetterPolicy>,
+    /// Ack batch members one by one with an `ack_set` (the broker must
+    /// support batch index ack); otherwise an entry is acked once all of
+    /// its members are.
+    pub batch_index_ack_enabled: bool,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            subscription_type: SubscriptionType::Exclusive,
+            receiver_queue_size: 1000,
+            ack_timeout: None,
+            tick: Duration::from_millis(500),
+            ack_timeout_backoff: None,
+            nack: NackPolicy::Immediate,
+            dead_letter: None,
+            batch_index_ack_enabled: false,
+        }
+    }
+}
+
+impl CoreConfig {
+    /// Checks every setting and policy.
+    ///
+    /// # Errors
+    /// The first problem found, as a [`ConfigError`].
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.receiver_queue_size == 0 {
+            return Err(ConfigError::ZeroReceiverQueue);
+        }
+        if self.tick.is_zero() {
+            return Err(ConfigError::ZeroTick);
+        }
+        if self.ack_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::ZeroAckTimeout);
+        }
+        if let Some(backoff) = &self.ack_timeout_backoff {
+            backoff.validate()?;
+        }
+        self.nack.validate()?;
+        if let Some(policy) = &self.dead_letter {
+            policy.validate()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_java() {
+        let config = CoreConfig::default();
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.receiver_queue_size, 1000);
+        assert_eq!(config.tick, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn each_bad_setting_is_its_own_error() {
+        let bad = |change: fn(&mut CoreConfig)| {
+            let mut config = CoreConfig::default();
+            change(&mut config);
+            config.validate().unwrap_err()
+        };
+        assert_eq!(
+            bad(|c| c.receiver_queue_size = 0),
+            ConfigError::ZeroReceiverQueue
+        );
+        assert_eq!(bad(|c| c.tick = Duration::ZERO), ConfigError::ZeroTick);
+        assert_eq!(
+            bad(|c| c.ack_timeout = Some(Duration::ZERO)),
+            ConfigError::ZeroAckTimeout
+        );
+        assert!(matches!(
+            bad(|c| c.nack = NackPolicy::Backoff(RedeliveryBackoff {
+                multiplier: 0.0,
+                ..Default::default()
+            })),
+            ConfigError::InvalidBackoff { .. }
+        ));
+        assert_eq!(
+            bad(|c| c.dead_letter = Some(DeadLetterPolicy::after_redeliveries(0))),
+            ConfigError::ZeroMaxRedeliverCount
+        );
+    }
+
+    #[test]
+    fn only_shared_types_redeliver_by_id() {
+        use SubscriptionType::*;
+        let by_id: Vec<_> = [Exclusive, Shared, Failover, KeyShared]
+            .into_iter()
+            .filter(|t| t.redelivers_by_id())
+            .collect();
+        assert_eq!(by_id, [Shared, KeyShared]);
+        assert_eq!(SubType::from(KeyShared), SubType::KeyShared);
+    }
+}

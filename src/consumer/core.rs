@@ -1,0 +1,428 @@
+//! The consumer's delivery state machine (pure, sans-IO).
+//!
+//! [`ConsumerCore`] takes what happens — the subscribe succeeded, a message
+//! arrived, the application took, acked or nacked one, a tick passed, a
+//! dead-letter publish finished, the connection was replaced — and queues
+//! the [`Action`]s a driver must carry out. It never does IO, never sleeps
+//! and never reads the clock: every input that needs the time takes `now`,
+//! and [`ConsumerCore::next_deadline`] says when to call
+//! [`ConsumerCore::on_tick`] next.
+//!
+//! The life of a message: [`on_message`](ConsumerCore::on_message) drops it
+//! (duplicate, stale epoch, acked batch member), forwards it to the
+//! dead-letter topic, or queues it; [`pop_for_application`](ConsumerCore::pop_for_application)
+//! hands it over and starts its ack-timeout clock; then an
+//! [`ack`](ConsumerCore::ack), [`nack`](ConsumerCore::nack), cumulative ack,
+//! ack timeout, or a rewind/reconnect ends its time with the application.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use crate::MessageId;
+
+use super::actions::{Action, Actions, Incoming};
+use super::batch_acks::{BatchAcks, MemberAck};
+use super::config::CoreConfig;
+use super::dead_letter::DeadLetterCutoff;
+use super::error::{ConfigError, CoreError};
+use super::nack::{NackTracker, Nacked};
+use super::permits::ReceiverQueue;
+use super::unacked::UnackedTracker;
+
+/// The consumer's delivery state machine; `M` is the driver's message type.
+///
+/// `M` is cloned only with [`DeadLetterCutoff::JavaStyle`], to keep a copy
+/// of a message at the redelivery limit while the application holds it; a
+/// `Bytes`-backed message clones cheaply.
+///
+/// # Examples
+/// ```
+/// use std::time::{Duration, Instant};
+/// use pulsar_wire::MessageId;
+/// use pulsar_wire::consumer::{Action, ConsumerCore, CoreConfig, Incoming};
+///
+/// let t0 = Instant::now();
+/// let config = CoreConfig { ack_timeout: Some(Duration::from_secs(10)), ..CoreConfig::default() };
+/// let mut core = ConsumerCore::new(config)?;
+/// core.on_subscribed(t0);
+/// assert_eq!(core.poll_action(), Some(Action::Flow(1000)));
+///
+/// let id = MessageId::new(7, 0);
+/// let incoming = Incoming { id, redelivery_count: 0, consumer_epoch: None, batch_size: None, message: "hi" };
+/// core.on_message(t0, incoming)?;
+/// assert_eq!(core.pop_for_application(t0).map(|m| m.message), Some("hi"));
+/// core.on_tick(t0 + Duration::from_secs(9));
+/// assert_eq!(core.poll_action(), None);
+/// core.ack(t0 + Duration::from_secs(9), id);
+/// assert_eq!(core.poll_action(), Some(Action::Ack { ids: vec![id], cumulative: false, ack_set: None }));
+/// assert_eq!(core.next_deadline(), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ConsumerCore<M> {
+    config: CoreConfig,
+    queue: ReceiverQueue<M>,
+    /// Handed to the application and not answered yet (timed with an ack timeout).
+    held: UnackedTracker,
+    nacks: NackTracker,
+    batches: BatchAcks,
+    /// Forwarded to the dead-letter topic, result not known yet.
+    forwarding: HashSet<MessageId>,
+    /// JavaStyle: held messages at the limit, forwarded on their next redelivery.
+    last_chance: HashMap<MessageId, (u32, M)>,
+    epoch: u64,
+    actions: Actions<M>,
+}
+
+impl<M: Clone> ConsumerCore<M> {
+    /// A core for `config`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] if [`CoreConfig::validate`] refuses the config.
+    pub fn new(config: CoreConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let mut held = match config.ack_timeout {
+            Some(timeout) => UnackedTracker::new(timeout, config.tick),
+            None => UnackedTracker::untimed(),
+        };
+        if let Some(backoff) = config.ack_timeout_backoff {
+            held = held.with_backoff(backoff);
+        }
+        Ok(Self {
+            queue: ReceiverQueue::new(config.receiver_queue_size),
+            nacks: NackTracker::new(config.nack, config.tick),
+            config,
+            held,
+            batches: BatchAcks::default(),
+            forwarding: HashSet::new(),
+            last_chance: HashMap::new(),
+            epoch: 0,
+            actions: Actions::default(),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    /// The current consumer epoch (for `CommandSubscribe.consumer_epoch`).
+    pub fn consumer_epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Messages queued for the application.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Messages the application holds without an answer yet.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The subscribe succeeded: grant the whole receiver queue (once per
+    /// connection).
+    pub fn on_subscribed(&mut self, now: Instant) {
+        self.anchor(now);
+        let flow = self.queue.subscribe();
+        self.flow(flow);
+    }
+
+    /// A message arrived. It is dropped (its permit given back) if a copy
+    /// is queued, held by the application, waiting for a delayed nack or
+    /// being forwarded, if it belongs to a stale epoch, or if it is an acked
+    /// batch member; it is forwarded to the dead-letter topic if the policy
+    /// says so on arrival; otherwise it is queued.
+    ///
+    /// A copy of a plain message that arrives after the message was acked
+    /// is delivered again: nothing is remembered about acked messages (the
+    /// broker does not send them again, so this only follows a broker-side
+    /// duplicate).
+    ///
+    /// # Errors
+    /// [`CoreError::InconsistentBatch`] if its batch index and batch size
+    /// disagree; the message is dropped.
+    pub fn on_message(&mut self, now: Instant, incoming: Incoming<M>) -> Result<(), CoreError> {
+        self.anchor(now);
+        let id = incoming.id;
+        let batch_size = match (id.is_batch_member(), incoming.batch_size) {
+            (false, None) => None,
+            (true, Some(size)) if (id.batch_index as u32) < size => Some(size),
+            (_, batch_size) => {
+                self.skip_arrival();
+                return Err(CoreError::InconsistentBatch { id, batch_size });
+            }
+        };
+        let stale = !self.config.subscription_type.redelivers_by_id()
+            && incoming.consumer_epoch.is_some_and(|e| e < self.epoch);
+        if stale
+            || self.queue.contains(id)
+            || self.held.contains(id)
+            || self.nacks.contains(id)
+            || self.forwarding.contains(&id)
+            || self.batches.is_acked(id)
+        {
+            self.skip_arrival();
+            return Ok(());
+        }
+        let forward = self
+            .config
+            .dead_letter
+            .as_ref()
+            .is_some_and(|p| p.forwards_on_arrival(incoming.redelivery_count));
+        if let Some(size) = batch_size {
+            self.batches.arrive(id, size, forward);
+        }
+        if forward {
+            self.skip_arrival();
+            self.forward(id, incoming.redelivery_count, incoming.message);
+        } else {
+            self.queue.push(incoming);
+        }
+        Ok(())
+    }
+
+    /// Hands the next queued message to the application and starts its
+    /// ack-timeout clock; `None` when the queue is empty. Gives its permit
+    /// back (a `Flow` follows once half the queue has been taken).
+    pub fn pop_for_application(&mut self, now: Instant) -> Option<Incoming<M>> {
+        self.anchor(now);
+        let (incoming, flow) = self.queue.pop()?;
+        self.flow(flow);
+        let id = incoming.id;
+        self.held
+            .insert_redelivered(now, id, incoming.redelivery_count);
+        if let Some(policy) = &self.config.dead_letter {
+            if policy.cutoff == DeadLetterCutoff::JavaStyle
+                && policy.reached(incoming.redelivery_count)
+            {
+                let copy = (incoming.redelivery_count, incoming.message.clone());
+                self.last_chance.insert(id, copy);
+            }
+        }
+        Some(incoming)
+    }
+
+    /// The application acked `id`: stops its clock and sends the ack (for a
+    /// batch member, once its entry is complete, or at once with an
+    /// `ack_set` under batch index ack). Acking a message with a delayed
+    /// nack withdraws the nack. An id the application does not hold (never
+    /// delivered, already answered, or from before a rewind or reconnect)
+    /// is ignored.
+    pub fn ack(&mut self, now: Instant, id: MessageId) {
+        self.anchor(now);
+        if self.held.remove(id) || self.nacks.cancel(id) {
+            self.last_chance.remove(&id);
+            self.settle(id, false);
+        }
+    }
+
+    /// The application acked everything up to and including `upto`: stops
+    /// the clocks and withdraws the delayed nacks it covers. Ignored unless
+    /// the application holds `upto` from the current epoch (an older one
+    /// might cover a message nacked since).
+    ///
+    /// # Errors
+    /// [`CoreError::CumulativeAckNotAllowed`] on Shared and Key_Shared.
+    pub fn ack_cumulative(&mut self, now: Instant, upto: MessageId) -> Result<(), CoreError> {
+        self.anchor(now);
+        let subscription = self.config.subscription_type;
+        if !subscription.allows_cumulative_ack() {
+            return Err(CoreError::CumulativeAckNotAllowed { subscription });
+        }
+        if !self.held.contains(upto) {
+            return Ok(());
+        }
+        let mut covered = self.held.remove_up_to(upto);
+        covered.extend(self.nacks.cancel_up_to(upto));
+        if !self.last_chance.is_empty() {
+            self.last_chance.retain(|id, _| *id > upto);
+        }
+        let ack = self
+            .batches
+            .ack_cumulative(upto, self.config.batch_index_ack_enabled);
+        for id in covered.into_iter().filter(MessageId::is_batch_member) {
+            self.batches.leave(id);
+        }
+        if let Some((id, ack_set)) = ack {
+            self.actions.ack_cumulative(id, ack_set);
+        }
+        Ok(())
+    }
+
+    /// The application nacked `id` (delivered `redelivery_count` times
+    /// before): stops its clock and asks for it again, now or after the nack
+    /// policy's delay. On Exclusive and Failover that is a rewind
+    /// ([`Action::RedeliverAll`]). An id the application does not hold is
+    /// ignored.
+    pub fn nack(&mut self, now: Instant, id: MessageId, redelivery_count: u32) {
+        self.anchor(now);
+        if self.held.remove(id) && self.nacks.nack(now, id, redelivery_count) == Nacked::Now {
+            self.request_redelivery(vec![id]);
+        }
+    }
+
+    /// Time passed: requests again, in one command, every message whose
+    /// ack timeout expired and every delayed nack now due.
+    pub fn on_tick(&mut self, now: Instant) {
+        self.anchor(now);
+        let mut due = self.held.expire(now);
+        due.extend(self.nacks.expire(now));
+        if !due.is_empty() {
+            self.request_redelivery(due);
+        }
+    }
+
+    /// The dead-letter publish of `origin` finished. On success the original
+    /// is acked; on failure it is requested again and never acked, so it
+    /// comes back (a duplicate in the dead-letter topic is acceptable, a
+    /// loss is not). Unknown origins are ignored.
+    pub fn on_dead_letter_result(&mut self, origin: MessageId, result: Result<(), ()>) {
+        if !self.forwarding.remove(&origin) {
+            return;
+        }
+        match result {
+            Ok(()) => self.settle(origin, true),
+            Err(()) => {
+                if origin.is_batch_member() {
+                    self.batches.forward_failed(origin);
+                }
+                self.redeliver(vec![origin.entry()]);
+            }
+        }
+    }
+
+    /// The connection was replaced: the broker will redeliver everything
+    /// unacked, so the queue, the held messages' clocks and delayed nacks
+    /// are dropped, the epoch moves on, and pending flow and redelivery
+    /// actions (meant for the old connection) are discarded. Acks and
+    /// dead-letter forwards stay. Call [`on_subscribed`](Self::on_subscribed)
+    /// once subscribed again.
+    pub fn on_reconnect(&mut self) {
+        self.queue.reset();
+        self.clear_held();
+        self.epoch += 1;
+        self.actions.keep_across_reconnect();
+    }
+
+    /// The next action to carry out, oldest first.
+    pub fn poll_action(&mut self) -> Option<Action<M>> {
+        self.actions.pop()
+    }
+
+    /// When [`on_tick`](Self::on_tick) has work: the tick of the earliest
+    /// ack-timeout expiry or delayed nack.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.held.next_deadline(), self.nacks.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Puts both timers on one tick grid, so their work leaves together.
+    fn anchor(&mut self, now: Instant) {
+        self.held.anchor(now);
+        self.nacks.anchor(now);
+    }
+
+    /// An arrival that is not queued gives its permit back.
+    fn skip_arrival(&mut self) {
+        let flow = self.queue.skip();
+        self.flow(flow);
+    }
+
+    fn flow(&mut self, permits: Option<u32>) {
+        if let Some(permits) = permits {
+            self.actions.flow(permits);
+        }
+    }
+
+    fn forward(&mut self, origin: MessageId, redelivery_count: u32, message: M) {
+        self.forwarding.insert(origin);
+        self.actions.forward(origin, redelivery_count, message);
+    }
+
+    /// An acked message or member (`forwarded`: by a confirmed forward).
+    fn settle(&mut self, id: MessageId, forwarded: bool) {
+        if !id.is_batch_member() {
+            return self.actions.ack(id);
+        }
+        match self.batches.ack(id, forwarded) {
+            MemberAck::Entry(entry) => self.actions.ack(entry),
+            MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
+                self.actions.ack_members(entry, set);
+            }
+            MemberAck::Partial(..) | MemberAck::Untracked => {}
+        }
+    }
+
+    /// Held messages to request again: a last-chance message goes to the
+    /// dead-letter topic, the rest are redelivered.
+    fn request_redelivery(&mut self, ids: Vec<MessageId>) {
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some((count, message)) = self.last_chance.remove(&id) {
+                if id.is_batch_member() {
+                    self.batches.start_forward(id);
+                }
+                self.forward(id, count, message);
+            } else {
+                if id.is_batch_member() {
+                    self.batches.leave(id);
+                }
+                entries.push(id.entry());
+            }
+        }
+        if !entries.is_empty() {
+            self.redeliver(entries);
+        }
+    }
+
+    fn redeliver(&mut self, entries: Vec<MessageId>) {
+        if self.config.subscription_type.redelivers_by_id() {
+            self.actions.redeliver(entries);
+        } else {
+            self.rewind();
+        }
+    }
+
+    /// Exclusive/Failover: the broker redelivers everything unacked, so
+    /// drop what is local, move to a new epoch, and give back the cleared
+    /// queue's permits.
+    fn rewind(&mut self) {
+        let flow = self.queue.rewind();
+        self.clear_held();
+        self.epoch += 1;
+        self.actions.rewind(self.epoch);
+        self.flow(flow);
+    }
+
+    /// Everything the application holds will come again.
+    fn clear_held(&mut self) {
+        self.held.clear();
+        self.nacks.clear();
+        self.last_chance.clear();
+        self.batches.clear_live();
+    }
+
+    /// Permits given back but not yet sent, for tests.
+    #[cfg(test)]
+    pub(crate) fn permits_returned(&self) -> u32 {
+        self.queue.returned()
+    }
+
+    /// Sizes of the per-message state, for tests: queue, held, delayed
+    /// nacks, batch entries, forwards, last-chance copies.
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> [usize; 6] {
+        [
+            self.queue.len(),
+            self.held.len(),
+            self.nacks.len(),
+            self.batches.len(),
+            self.forwarding.len(),
+            self.last_chance.len(),
+        ]
+    }
+}

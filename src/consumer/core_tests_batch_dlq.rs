@@ -1,0 +1,262 @@
+//! The consumer core's batch-member acks and dead-letter forwards.
+
+use crate::MessageId;
+
+use super::core_tests::{A, ack, batch_msg, core, deliver, drain, id, member, msg, secs, shared};
+use super::{CoreConfig, CoreError, DeadLetterCutoff, DeadLetterPolicy, Incoming, NackPolicy};
+
+fn dead_letter(max: u32, cutoff: DeadLetterCutoff) -> CoreConfig {
+    CoreConfig {
+        dead_letter: Some(DeadLetterPolicy {
+            cutoff,
+            ..DeadLetterPolicy::after_redeliveries(max)
+        }),
+        ..shared()
+    }
+}
+
+#[test]
+fn dead_letter_on_arrival_with_max_3_shows_counts_0_1_2() {
+    let t0 = crate::clock::now();
+    let mut core = core(dead_letter(3, DeadLetterCutoff::OnArrival), t0);
+    let mut seen = Vec::new();
+    for count in 0..3 {
+        core.on_message(t0, msg(id(1), count)).unwrap();
+        let m = core.pop_for_application(t0).expect("below the limit");
+        seen.push(m.redelivery_count);
+        core.nack(t0, m.id, m.redelivery_count);
+        assert_eq!(drain(&mut core), [A::Redeliver(vec![id(1)])]);
+    }
+    assert_eq!(seen, [0, 1, 2]);
+    core.on_message(t0, msg(id(1), 3)).unwrap();
+    assert!(
+        core.pop_for_application(t0).is_none(),
+        "never reaches the application"
+    );
+    let forward = A::ForwardToDeadLetter {
+        origin: id(1),
+        redelivery_count: 3,
+        message: 1,
+    };
+    assert_eq!(
+        drain(&mut core),
+        [forward],
+        "no ack before the publish is confirmed"
+    );
+}
+
+#[test]
+fn java_cutoff_shows_the_limit_once_and_forwards_on_the_next_request() {
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        ack_timeout: Some(secs(1)),
+        ..dead_letter(3, DeadLetterCutoff::JavaStyle)
+    };
+    let mut core = core(config, t0);
+    let m = deliver(&mut core, t0, msg(id(1), 3));
+    assert_eq!(m.redelivery_count, 3, "the application sees count == max");
+    core.nack(t0, id(1), 3);
+    assert_eq!(
+        drain(&mut core),
+        [A::ForwardToDeadLetter {
+            origin: id(1),
+            redelivery_count: 3,
+            message: 1
+        }]
+    );
+    // The same by ack timeout; and below the limit it is a plain redelivery.
+    deliver(&mut core, t0, msg(id(2), 4));
+    deliver(&mut core, t0, msg(id(3), 2));
+    core.on_tick(t0 + secs(1));
+    let actions = drain(&mut core);
+    assert!(actions.contains(&A::ForwardToDeadLetter {
+        origin: id(2),
+        redelivery_count: 4,
+        message: 2
+    }));
+    assert!(actions.contains(&A::Redeliver(vec![id(3)])));
+    assert_eq!(core.footprint(), [0, 0, 0, 0, 2, 0]);
+}
+
+#[test]
+fn a_confirmed_forward_acks_the_original() {
+    let t0 = crate::clock::now();
+    let mut core = core(dead_letter(1, DeadLetterCutoff::OnArrival), t0);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    assert!(core.pop_for_application(t0).is_none());
+    assert!(matches!(
+        drain(&mut core)[..],
+        [A::ForwardToDeadLetter { .. }]
+    ));
+    core.on_message(t0, msg(id(1), 2)).unwrap(); // a copy while forwarding: dropped
+    assert_eq!(drain(&mut core), []);
+    core.on_dead_letter_result(id(1), Ok(()));
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    core.on_dead_letter_result(id(1), Ok(()));
+    assert_eq!(drain(&mut core), [], "a repeated result is ignored");
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn a_failed_forward_redelivers_and_never_acks() {
+    let t0 = crate::clock::now();
+    let mut core = core(dead_letter(1, DeadLetterCutoff::OnArrival), t0);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    drain(&mut core);
+    core.on_dead_letter_result(id(1), Err(()));
+    assert_eq!(drain(&mut core), [A::Redeliver(vec![id(1)])]);
+    core.ack(t0, id(1));
+    assert_eq!(drain(&mut core), [], "the application never held it");
+    // It comes back and is forwarded again.
+    core.on_message(t0, msg(id(1), 2)).unwrap();
+    assert!(matches!(
+        drain(&mut core)[..],
+        [A::ForwardToDeadLetter {
+            redelivery_count: 2,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn batch_members_are_acked_as_one_entry() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    for i in 0..3 {
+        deliver(&mut core, t0, batch_msg(5, i, 3));
+    }
+    core.ack(t0, member(5, 0));
+    core.ack(t0, member(5, 2));
+    assert_eq!(drain(&mut core), [], "siblings still held");
+    core.ack(t0, member(5, 1));
+    assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn batch_index_ack_sends_each_member_with_its_ack_set() {
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        batch_index_ack_enabled: true,
+        ..shared()
+    };
+    let mut core = core(config, t0);
+    deliver(&mut core, t0, batch_msg(5, 0, 2));
+    deliver(&mut core, t0, batch_msg(5, 1, 2));
+    core.ack(t0, member(5, 1));
+    core.ack(t0, member(5, 0));
+    let partial = A::Ack {
+        ids: vec![id(5)],
+        cumulative: false,
+        ack_set: Some(vec![0b01]),
+    };
+    assert_eq!(drain(&mut core), [partial, ack(&[id(5)])]);
+}
+
+#[test]
+fn a_nacked_member_redelivers_its_entry_without_the_acked_siblings() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    for i in 0..3 {
+        deliver(&mut core, t0, batch_msg(5, i, 3));
+    }
+    core.ack(t0, member(5, 0));
+    core.nack(t0, member(5, 1), 0);
+    assert_eq!(drain(&mut core), [A::Redeliver(vec![id(5)])]);
+    // The whole entry comes back: 0 is acked, 2 is still held, only 1 is new.
+    for i in 0..3 {
+        core.on_message(
+            t0,
+            Incoming {
+                redelivery_count: 1,
+                ..batch_msg(5, i, 3)
+            },
+        )
+        .unwrap();
+    }
+    let again: Vec<MessageId> = std::iter::from_fn(|| core.pop_for_application(t0))
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(again, [member(5, 1)]);
+    core.ack(t0, member(5, 1));
+    core.ack(t0, member(5, 2));
+    assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn cumulative_ack_inside_a_batch_acks_up_to_the_entry_before() {
+    let t0 = crate::clock::now();
+    let mut core = core(CoreConfig::default(), t0);
+    for i in 0..3 {
+        deliver(&mut core, t0, batch_msg(5, i, 3));
+    }
+    core.ack_cumulative(t0, member(5, 1)).unwrap();
+    let before = A::Ack {
+        ids: vec![id(4)],
+        cumulative: true,
+        ack_set: None,
+    };
+    assert_eq!(drain(&mut core), [before]);
+    core.ack_cumulative(t0, member(5, 2)).unwrap();
+    let whole = A::Ack {
+        ids: vec![id(5)],
+        cumulative: true,
+        ack_set: None,
+    };
+    assert_eq!(drain(&mut core), [whole]);
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn memory_is_returned_after_acks() {
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        ack_timeout: Some(secs(30)),
+        nack: NackPolicy::FixedDelay(secs(1)),
+        ..dead_letter(3, DeadLetterCutoff::JavaStyle)
+    };
+    let mut core = core(config, t0);
+    for n in 0..100 {
+        core.on_message(t0, msg(id(n), 3)).unwrap();
+        core.on_message(t0, batch_msg(1000 + n, 0, 2)).unwrap();
+        core.on_message(t0, batch_msg(1000 + n, 1, 2)).unwrap();
+    }
+    while core.pop_for_application(t0).is_some() {}
+    assert_eq!(core.footprint(), [0, 300, 0, 100, 0, 100]);
+    for n in 0..100 {
+        core.nack(t0, id(n), 3);
+        core.ack(t0, id(n)); // withdraws the delayed nack
+        core.ack(t0, member(1000 + n, 0));
+        core.ack(t0, member(1000 + n, 1));
+    }
+    assert_eq!(core.footprint(), [0; 6]);
+    assert_eq!(core.next_deadline(), None);
+}
+
+#[test]
+fn inconsistent_batch_info_is_refused_without_panicking() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    let bad = [
+        Incoming {
+            batch_size: None,
+            ..msg(member(1, 0), 0)
+        },
+        Incoming {
+            batch_size: Some(2),
+            ..msg(member(1, 2), 0)
+        },
+        Incoming {
+            batch_size: Some(2),
+            ..msg(id(1), 0)
+        },
+    ];
+    for incoming in bad {
+        assert!(matches!(
+            core.on_message(t0, incoming),
+            Err(CoreError::InconsistentBatch { .. })
+        ));
+    }
+    assert_eq!(core.queued(), 0);
+}
