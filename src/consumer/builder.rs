@@ -1,7 +1,8 @@
 //! [`ConsumerBuilder`]: a consumer's settings, checked in the final
 //! [`subscribe`](ConsumerBuilder::subscribe).
 
-use crate::MessageId;
+use std::time::Duration;
+
 use crate::client::{Client, TopicName};
 
 use super::SubscriptionType;
@@ -24,11 +25,13 @@ pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
 /// ```no_run
 /// use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
 /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
-/// let builder = client
+/// let consumer = client
 ///     .consumer("orders", "billing")
 ///     .subscription_type(SubscriptionType::Shared)
-///     .initial_position(InitialPosition::Earliest);
-/// # drop(builder); Ok(()) }
+///     .initial_position(InitialPosition::Earliest)
+///     .subscribe()
+///     .await?;
+/// # drop(consumer); Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `subscribe().await`"]
@@ -38,6 +41,7 @@ pub struct ConsumerBuilder {
     pub(crate) options: SubscribeOptions,
     pub(crate) receiver_queue_size: u32,
     pub(crate) ack_receipts: bool,
+    pub(crate) ack_group_time: Option<Duration>,
 }
 
 impl ConsumerBuilder {
@@ -52,6 +56,7 @@ impl ConsumerBuilder {
             },
             receiver_queue_size: DEFAULT_RECEIVER_QUEUE_SIZE,
             ack_receipts: false,
+            ack_group_time: None,
         }
     }
 
@@ -117,9 +122,12 @@ impl ConsumerBuilder {
         self
     }
 
-    /// For readers: start at `id` on a non-durable subscription.
-    pub(crate) fn start_message_id(mut self, id: MessageId) -> Self {
-        self.options.start_message_id = Some(id);
+    /// Sends individual acks together, in one ACK frame per `interval`
+    /// (off by default: each ack is its own frame, at once). Acks still
+    /// held are sent when the consumer closes. Not combined with
+    /// [`ack_receipts`](Self::ack_receipts), which confirms each ack.
+    pub fn ack_group_time(mut self, interval: Duration) -> Self {
+        self.ack_group_time = Some(interval);
         self
     }
 
@@ -127,6 +135,9 @@ impl ConsumerBuilder {
     pub(crate) fn validate(&self) -> Result<Vec<TopicName>, ConsumerError> {
         if self.topics.is_empty() {
             return Err(ConsumerError::NoTopic);
+        }
+        if self.ack_group_time.is_some_and(|t| t.is_zero()) {
+            return Err(ConsumerError::ZeroAckGroupTime);
         }
         if self.receiver_queue_size == 0 {
             return Err(ConsumerError::ZeroReceiverQueue);

@@ -26,6 +26,9 @@ pub enum ConsumerError {
     /// The receiver queue must hold at least one message.
     #[error("receiver_queue_size must be at least 1")]
     ZeroReceiverQueue,
+    /// An ack group time, when set, must be longer than zero.
+    #[error("ack_group_time, when set, must be longer than zero")]
+    ZeroAckGroupTime,
     /// Priority levels start at 0 (the highest).
     #[error("priority level {level} is negative")]
     NegativePriority {
@@ -55,6 +58,14 @@ pub enum ConsumerError {
         /// The range that starts inside it.
         second: HashRange,
     },
+
+    /// The consumer core refused its settings (ack timeout, tick, nack or
+    /// dead-letter policy).
+    #[error(transparent)]
+    Config(#[from] super::ConfigError),
+    /// The consumer core refused a call.
+    #[error(transparent)]
+    Core(#[from] super::CoreError),
 
     // --- caller misuse: calls ------------------------------------------------------
     /// Cumulative ack is only allowed on Exclusive and Failover subscriptions.
