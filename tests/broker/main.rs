@@ -5,4 +5,5 @@
 mod common;
 
 mod client;
+mod consume;
 mod wire;
