@@ -8,5 +8,6 @@
 mod common;
 
 mod connection;
+mod consume;
 mod handshake;
 mod lookup;
