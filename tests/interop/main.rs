@@ -1,4 +1,8 @@
 //! Interoperability with the official client (PyPI `pulsar-client`, the
 //! C++ client underneath). One binary, so the suite links once.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod captures;
+mod consume;
