@@ -6,12 +6,13 @@ use bytes::Bytes;
 use std::time::Duration;
 
 use pulsar_wire::consumer::{Consumer, ConsumerBuilder, SubscriptionType};
+use pulsar_wire::proto::ServerError;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::ValidationError;
 use pulsar_wire::proto::command_lookup_topic_response::LookupType;
 use pulsar_wire::proto::{self, BaseCommand};
 use pulsar_wire::wire::{Checksum, Frame, Payload};
-use pulsar_wire::{Client, MessageId};
+use pulsar_wire::{Client, ConsumerError, MessageId};
 
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
@@ -229,6 +230,44 @@ async fn grouped_acks_leave_in_one_frame() {
             .map(|m| m.entry_id)
             .collect();
         assert_eq!(entries, [1, 2, 3]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn receivers_fail_once_the_subscription_cannot_come_back() {
+    let net = FakeNetwork::new();
+    guard("lost", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        let waiting = tokio::spawn(async move {
+            let result = consumer.receive().await;
+            (consumer, result)
+        });
+        broker
+            .send(BaseCommand {
+                r#type: Type::CloseConsumer as i32,
+                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
+                    consumer_id: id,
+                    ..proto::CommandCloseConsumer::default()
+                })),
+                ..BaseCommand::default()
+            })
+            .await;
+        // Every attempt to subscribe again is refused at the lookup.
+        for _ in 0..10 {
+            let lookup = broker.expect(Type::Lookup).await;
+            let refused = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
+            broker.send(refused).await;
+        }
+        let (mut consumer, result) = waiting.await.expect("task");
+        assert!(
+            matches!(result, Err(ConsumerError::Lost { attempts: 10, .. })),
+            "{result:?}"
+        );
+        assert!(matches!(
+            consumer.try_receive().await,
+            Err(ConsumerError::Lost { .. })
+        ));
     })
     .await;
 }

@@ -25,6 +25,10 @@ pub(crate) async fn expand(
     Ok(out)
 }
 
+/// How often a closed or lost subscription is tried again (with backoff
+/// from 100 ms to 5 s, about 26 s in all) before the consumer gives it up.
+pub(super) const RESUBSCRIBE_ATTEMPTS: u32 = 10;
+
 impl Driver {
     /// Subscribes to every topic (partition); on a failure, closes those
     /// already subscribed and returns the error.
@@ -57,6 +61,7 @@ impl Driver {
                     core,
                     grouped: Vec::new(),
                     flush_at: None,
+                    lost: false,
                 }),
                 Err(e) => {
                     driver.close_all().await;
@@ -138,12 +143,13 @@ impl Driver {
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
         let mut delay = Duration::from_millis(100);
         let mut last = None;
-        for _ in 0..10 {
+        for _ in 0..RESUBSCRIBE_ATTEMPTS {
             match self.attach(index, &topic, generation, epoch).await {
                 Ok((conn, id)) => {
                     let sub = &mut self.subs[index];
                     sub.conn = conn;
                     sub.id = id;
+                    sub.lost = false;
                     sub.core.on_subscribed(clock::now());
                     self.run_actions(index, None).await;
                     return;
@@ -158,12 +164,7 @@ impl Driver {
         }
         let error = last.map(|e| e.to_string());
         warn!(topic = %topic.as_str(), ?error, "could not subscribe again");
-        for reply in self.waiting.drain(..) {
-            let _ = reply.send(Err(ConsumerError::Lost {
-                topic: topic.as_str().to_owned(),
-                attempts: 10,
-            }));
-        }
+        self.subs[index].lost = true;
     }
 
     /// Closes every subscription (best effort: a dead connection has closed

@@ -82,6 +82,8 @@ struct Sub {
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
+    /// Gave up subscribing again; receivers fail once every sub is lost.
+    lost: bool,
 }
 
 type Events = SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
@@ -167,8 +169,11 @@ impl Driver {
         match command {
             Command::Receive(reply) => self.waiting.push_back(reply),
             Command::TryReceive(reply) => {
-                let message = self.pop().await;
-                let _ = reply.send(Ok(message));
+                let answer = match (self.pop().await, self.all_lost()) {
+                    (None, Some(lost)) => Err(lost()),
+                    (message, _) => Ok(message),
+                };
+                let _ = reply.send(answer);
             }
             Command::Ack {
                 topic,
@@ -254,10 +259,28 @@ impl Driver {
                 }
                 None => {
                     self.waiting.push_front(reply);
+                    if let Some(lost) = self.all_lost() {
+                        for reply in self.waiting.drain(..) {
+                            let _ = reply.send(Err(lost()));
+                        }
+                    }
                     return;
                 }
             }
         }
+    }
+
+    /// When every sub gave up subscribing again: the error for receivers
+    /// (nothing more can arrive, so nobody waits forever).
+    fn all_lost(&self) -> Option<impl Fn() -> ConsumerError + use<>> {
+        if !self.subs.iter().all(|s| s.lost) {
+            return None;
+        }
+        let topic = self.subs.first()?.name.to_string();
+        Some(move || ConsumerError::Lost {
+            topic: topic.clone(),
+            attempts: attach::RESUBSCRIBE_ATTEMPTS,
+        })
     }
 
     /// The next queued message, partitions taken in turn.
