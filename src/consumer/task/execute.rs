@@ -12,7 +12,10 @@ impl Driver {
         while let Some(action) = sub.core.poll_action() {
             let (conn, id) = (&sub.conn, sub.id);
             let sent = match action {
-                Action::Flow(permits) => conn.send_control(commands::flow(id, permits)).await,
+                Action::Flow(permits) => {
+                    trace!(topic = %sub.name, permits, "FLOW");
+                    conn.send_control(commands::flow(id, permits)).await
+                }
                 Action::Ack {
                     ids,
                     cumulative,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures::stream::SelectAll;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, warn};
+use tracing::{debug, trace, warn};
 
 use super::consumer_error::ConsumerError;
 use super::message::Message;
