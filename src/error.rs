@@ -32,6 +32,10 @@ pub enum Error {
     /// The client layer failed: URL, lookup, connecting to a broker.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
+    /// A consumer call failed: a setting or call the caller got wrong, or
+    /// what the broker answered.
+    #[error(transparent)]
+    Consumer(#[from] crate::consumer::ConsumerError),
 }
 
 /// `Result` with this crate's [`Error`].

@@ -17,5 +17,6 @@ pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
 pub use connection::{Connection, ConnectionError};
+pub use consumer::{Consumer, ConsumerBuilder, ConsumerError, Message, Reader};
 pub use error::{Error, Result};
 pub use message_id::MessageId;

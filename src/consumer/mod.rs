@@ -1,4 +1,7 @@
-//! Consuming: the pure pieces of a consumer, driven by a task that does the IO.
+//! Consuming: subscribe to topics, receive messages, acknowledge them.
+//!
+//! [`Consumer`] is the handle, made by [`ConsumerBuilder::subscribe`]; a
+//! task per consumer (`task.rs`) does the IO around the pure pieces below.
 //!
 //! [`ConsumerCore`] is the delivery state machine: it takes broker messages
 //! and application calls with the current time and queues the [`Action`]s
@@ -10,13 +13,20 @@
 
 mod actions;
 mod batch_acks;
+mod builder;
 mod config;
+mod consumer_error;
 mod core;
 pub mod dead_letter;
 mod error;
 mod id_index;
+mod message;
 pub mod nack;
 mod permits;
+mod reader;
+mod receive;
+mod subscribe;
+mod task;
 mod tick;
 mod tick_lists;
 pub mod unacked;
@@ -35,3 +45,326 @@ pub use dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
 pub use error::{ConfigError, CoreError};
 pub use nack::{NackPolicy, RedeliveryBackoff};
 pub use unacked::UnackedTracker;
+
+pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use consumer_error::ConsumerError;
+pub use message::Message;
+pub use reader::{Reader, ReaderBuilder};
+pub use receive::UnpackError;
+pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use futures::Stream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::MessageId;
+use crate::wire::commands::SeekTarget;
+
+/// A consumer: receives the messages of its subscription and acknowledges
+/// them. Made by [`ConsumerBuilder::subscribe`].
+///
+/// A task per consumer does the work; this handle talks to it. Clones share
+/// the consumer (each clone has its own place in line for
+/// [`receive`](Self::receive)). The consumer closes when
+/// [`close`](Self::close) is called or every handle is dropped.
+///
+/// # Examples
+/// ```no_run
+/// use futures::StreamExt;
+/// use pulsar_wire::consumer::SubscriptionType;
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// let mut consumer = client
+///     .consumer("orders", "billing")
+///     .subscription_type(SubscriptionType::Shared)
+///     .subscribe()
+///     .await?;
+/// while let Some(msg) = consumer.next().await {
+///     let msg = msg?;
+///     println!("{}: {:?}", msg.id(), msg.payload());
+///     consumer.ack(&msg).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Consumer {
+    commands: mpsc::UnboundedSender<task::Command>,
+    pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
+    subscription_type: SubscriptionType,
+    topics: Arc<[String]>,
+    activity: watch::Receiver<task::Activity>,
+}
+
+impl Clone for Consumer {
+    fn clone(&self) -> Self {
+        Self {
+            commands: self.commands.clone(),
+            pending: None,
+            subscription_type: self.subscription_type,
+            topics: self.topics.clone(),
+            activity: self.activity.clone(),
+        }
+    }
+}
+
+impl ConsumerBuilder {
+    /// Checks the settings, subscribes to every topic (every partition of a
+    /// partitioned one) and starts the consumer's task.
+    ///
+    /// # Errors
+    /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
+    /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
+    /// [`ConsumerError::ZeroReceiverQueue`], [`ConsumerError::NegativePriority`],
+    /// the Key_Shared policy errors. Then [`ConsumerError::Client`] if a
+    /// topic's broker cannot be found or reached, [`ConsumerError::Request`]
+    /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
+    pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
+        let topics = self.validate()?;
+        let core = CoreConfig {
+            subscription_type: self.options.subscription_type,
+            receiver_queue_size: self.receiver_queue_size,
+            ..CoreConfig::default()
+        };
+        let settings = task::Settings {
+            client: self.client.clone(),
+            options: self.options.clone(),
+            core,
+            ack_receipts: self.ack_receipts,
+            ack_group_time: self.ack_group_time,
+        };
+        let partitions = task::expand(&self.client, topics).await?;
+        let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
+        let (activity_tx, activity) = watch::channel(Vec::new());
+        let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
+        let (commands, mailbox) = mpsc::unbounded_channel();
+        let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
+        tokio::spawn(tracing::Instrument::instrument(driver.run(mailbox), span));
+        Ok(Consumer {
+            commands,
+            pending: None,
+            subscription_type: self.options.subscription_type,
+            topics: names,
+            activity,
+        })
+    }
+}
+
+impl Consumer {
+    /// The topics (partitions) this consumer reads.
+    pub fn topics(&self) -> &[String] {
+        &self.topics
+    }
+
+    /// The subscription type.
+    pub fn subscription_type(&self) -> SubscriptionType {
+        self.subscription_type
+    }
+
+    fn send(&self, command: task::Command) -> Result<(), ConsumerError> {
+        self.commands
+            .send(command)
+            .map_err(|_| ConsumerError::Closed)
+    }
+
+    async fn ask<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<Result<T, ConsumerError>>) -> task::Command,
+    ) -> Result<T, ConsumerError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(command(reply))?;
+        answer.await.unwrap_or(Err(ConsumerError::Closed))
+    }
+
+    /// Polls for the next message; keeps its place in line across polls.
+    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<Result<Message, ConsumerError>> {
+        let pending = match &mut self.pending {
+            Some(pending) => pending,
+            None => {
+                let (reply, answer) = oneshot::channel();
+                if let Err(e) = self.send(task::Command::Receive(reply)) {
+                    return Poll::Ready(Err(e));
+                }
+                self.pending.insert(answer)
+            }
+        };
+        let result = ready!(Pin::new(pending).poll(cx));
+        self.pending = None;
+        Poll::Ready(result.unwrap_or(Err(ConsumerError::Closed)))
+    }
+
+    /// Waits for the next message. Cancel-safe: a message that arrives for
+    /// a dropped `receive()` goes to the next one.
+    ///
+    /// Taking a message gives its permit back; permits go to the broker in
+    /// one FLOW once half the receiver queue has been taken.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the consumer is closed;
+    /// [`ConsumerError::Lost`] if it lost its subscription for good.
+    pub async fn receive(&mut self) -> Result<Message, ConsumerError> {
+        std::future::poll_fn(|cx| self.poll_receive(cx)).await
+    }
+
+    /// The next message if one is queued now, without waiting for the broker.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    pub async fn try_receive(&mut self) -> Result<Option<Message>, ConsumerError> {
+        if let Some(pending) = &mut self.pending {
+            match pending.try_recv() {
+                Ok(result) => {
+                    self.pending = None;
+                    return result.map(Some);
+                }
+                Err(oneshot::error::TryRecvError::Empty) => return Ok(None),
+                Err(oneshot::error::TryRecvError::Closed) => return Err(ConsumerError::Closed),
+            }
+        }
+        self.ask(task::Command::TryReceive).await
+    }
+
+    /// Acknowledges `msg` so the subscription will not deliver it again.
+    ///
+    /// A batch member's ack reaches the broker when every member of its
+    /// batch is acked (acking one member never acks its siblings). Without
+    /// ack receipts this returns once the ack is queued on the connection;
+    /// with them, once the broker confirmed the ACK it led to (an ack that
+    /// sends nothing yet, such as a member's of an incomplete batch, returns
+    /// at once).
+    ///
+    /// # Errors
+    /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
+    /// [`ConsumerError::Closed`], or with receipts the broker's error.
+    pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
+        let (topic, id) = (msg.topic.clone(), msg.id);
+        self.ask(|reply| task::Command::Ack {
+            topic,
+            id,
+            cumulative: false,
+            reply,
+        })
+        .await
+    }
+
+    /// Acknowledges every message up to and including `msg`.
+    ///
+    /// # Errors
+    /// [`ConsumerError::CumulativeAckNotAllowed`] on Shared and Key_Shared
+    /// subscriptions (checked before anything is sent), and the errors of
+    /// [`ack`](Self::ack).
+    pub async fn ack_cumulative(&self, msg: &Message) -> Result<(), ConsumerError> {
+        if matches!(
+            self.subscription_type,
+            SubscriptionType::Shared | SubscriptionType::KeyShared
+        ) {
+            return Err(ConsumerError::CumulativeAckNotAllowed {
+                subscription: self.subscription_type,
+            });
+        }
+        let (topic, id) = (msg.topic.clone(), msg.id);
+        self.ask(|reply| task::Command::Ack {
+            topic,
+            id,
+            cumulative: true,
+            reply,
+        })
+        .await
+    }
+
+    /// Asks for `msg` again (now, or after the nack policy's delay); on
+    /// Exclusive and Failover the broker rewinds to the first unacked message.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    pub fn nack(&self, msg: &Message) -> Result<(), ConsumerError> {
+        self.send(task::Command::Nack {
+            topic: msg.topic.clone(),
+            id: msg.id,
+            redelivery_count: msg.redelivery_count,
+        })
+    }
+
+    /// Moves the subscription to message `id` (on a partitioned topic, that
+    /// id's partition).
+    ///
+    /// The broker then closes the consumer, which subscribes again at once:
+    /// messages queued before the seek are dropped.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
+    pub async fn seek(&self, id: MessageId) -> Result<(), ConsumerError> {
+        self.ask(|reply| task::Command::Seek(SeekTarget::MessageId(id), reply))
+            .await
+    }
+
+    /// Moves the subscription (every partition) to the first message
+    /// published at or after `publish_time_ms` (ms since the Unix epoch).
+    ///
+    /// # Errors
+    /// As [`seek`](Self::seek).
+    pub async fn seek_to_time(&self, publish_time_ms: u64) -> Result<(), ConsumerError> {
+        self.ask(|reply| task::Command::Seek(SeekTarget::PublishTime(publish_time_ms), reply))
+            .await
+    }
+
+    /// The id of the last message stored in the topic.
+    ///
+    /// # Errors
+    /// [`ConsumerError::MultipleTopics`] for a consumer of several topics or
+    /// partitions; [`ConsumerError::Request`] if the broker refused.
+    pub async fn last_message_id(&self) -> Result<MessageId, ConsumerError> {
+        self.ask(task::Command::LastMessageId).await
+    }
+
+    /// Whether this consumer is the active one of a Failover subscription
+    /// (on any of its partitions); `None` until the broker said.
+    pub fn is_active(&self) -> Option<bool> {
+        let activity = self.activity.borrow();
+        (!activity.is_empty()).then(|| activity.iter().any(|(_, active)| *active))
+    }
+
+    /// Waits until the broker reports an ACTIVE_CONSUMER_CHANGE (Failover),
+    /// then returns [`is_active`](Self::is_active).
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    pub async fn active_changed(&mut self) -> Result<bool, ConsumerError> {
+        self.activity
+            .changed()
+            .await
+            .map_err(|_| ConsumerError::Closed)?;
+        Ok(self.is_active().unwrap_or(false))
+    }
+
+    /// Deletes the subscription (with its position), then closes the consumer.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] if the broker refused (e.g. other
+    /// consumers are still attached); the consumer stays open then.
+    pub async fn unsubscribe(&self) -> Result<(), ConsumerError> {
+        self.ask(task::Command::Unsubscribe).await
+    }
+
+    /// Closes the consumer: unacked messages return to the subscription.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] if it was closed already.
+    pub async fn close(&self) -> Result<(), ConsumerError> {
+        self.ask(task::Command::Close).await
+    }
+}
+
+impl Stream for Consumer {
+    type Item = Result<Message, ConsumerError>;
+
+    /// The next message; ends once the consumer is closed.
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match ready!(self.poll_receive(cx)) {
+            Err(ConsumerError::Closed) => Poll::Ready(None),
+            other => Poll::Ready(Some(other)),
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod common;
 
 mod auth;
 mod client;
+mod consume;
 mod produce;
 mod raw_reader;
 #[cfg(feature = "tls")]

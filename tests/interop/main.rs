@@ -5,4 +5,5 @@
 mod common;
 
 mod captures;
+mod consume;
 mod produce;

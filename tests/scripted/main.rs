@@ -9,6 +9,7 @@ mod common;
 
 mod auth;
 mod connection;
+mod consume;
 mod handshake;
 mod lookup;
 mod produce;

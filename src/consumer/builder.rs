@@ -1,0 +1,168 @@
+//! [`ConsumerBuilder`]: a consumer's settings, checked in the final
+//! [`subscribe`](ConsumerBuilder::subscribe).
+
+use std::time::Duration;
+
+use crate::client::{Client, TopicName};
+
+use super::SubscriptionType;
+use super::consumer_error::ConsumerError;
+use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
+
+/// The default receiver queue: how many messages the broker may push ahead
+/// of the application.
+pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
+
+/// Configures a consumer; made by [`Client::consumer`], finished by
+/// [`subscribe`](Self::subscribe). Settings are checked there, so a bad one
+/// is a typed error, never a panic.
+///
+/// Defaults: an Exclusive, durable subscription starting at the latest
+/// message, a receiver queue of 1000, no consumer name, priority level 0,
+/// fire-and-forget acks.
+///
+/// # Examples
+/// ```no_run
+/// use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+/// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+/// let consumer = client
+///     .consumer("orders", "billing")
+///     .subscription_type(SubscriptionType::Shared)
+///     .initial_position(InitialPosition::Earliest)
+///     .subscribe()
+///     .await?;
+/// # drop(consumer); Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `subscribe().await`"]
+pub struct ConsumerBuilder {
+    pub(crate) client: Client,
+    pub(crate) topics: Vec<String>,
+    pub(crate) options: SubscribeOptions,
+    pub(crate) receiver_queue_size: u32,
+    pub(crate) ack_receipts: bool,
+    pub(crate) ack_group_time: Option<Duration>,
+}
+
+impl ConsumerBuilder {
+    pub(crate) fn new(client: Client, topic: String, subscription: String) -> Self {
+        Self {
+            client,
+            topics: vec![topic],
+            options: SubscribeOptions {
+                subscription,
+                durable: true,
+                ..SubscribeOptions::default()
+            },
+            receiver_queue_size: DEFAULT_RECEIVER_QUEUE_SIZE,
+            ack_receipts: false,
+            ack_group_time: None,
+        }
+    }
+
+    /// Also consumes `topic`: one consumer over all its topics (messages
+    /// say which one they came from).
+    pub fn topic(mut self, topic: impl Into<String>) -> Self {
+        self.topics.push(topic.into());
+        self
+    }
+
+    /// Exclusive (the default), Shared, Failover or Key_Shared.
+    pub fn subscription_type(mut self, kind: SubscriptionType) -> Self {
+        self.options.subscription_type = kind;
+        self
+    }
+
+    /// How a Key_Shared consumer gets its keys (auto-split when not set).
+    /// Only valid with [`SubscriptionType::KeyShared`].
+    pub fn key_shared_policy(mut self, policy: KeySharedPolicy) -> Self {
+        self.options.key_shared = Some(policy);
+        self
+    }
+
+    /// Where a subscription that does not exist yet starts (default latest).
+    pub fn initial_position(mut self, position: InitialPosition) -> Self {
+        self.options.initial_position = position;
+        self
+    }
+
+    /// Whether the subscription outlives its consumers (default true). A
+    /// non-durable subscription's position is forgotten when it closes.
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.options.durable = durable;
+        self
+    }
+
+    /// The consumer's name, as the broker shows it (generated when unset).
+    pub fn consumer_name(mut self, name: impl Into<String>) -> Self {
+        self.options.consumer_name = Some(name.into());
+        self
+    }
+
+    /// Dispatch priority on Shared subscriptions: 0 is the highest; a
+    /// consumer gets messages only while those of higher priority have no
+    /// permits left.
+    pub fn priority_level(mut self, level: i32) -> Self {
+        self.options.priority_level = Some(level);
+        self
+    }
+
+    /// How many messages the broker may push ahead of the application
+    /// (default 1000, at least 1). Permits are granted again once the
+    /// application has taken half.
+    pub fn receiver_queue_size(mut self, size: u32) -> Self {
+        self.receiver_queue_size = size;
+        self
+    }
+
+    /// With receipts, an ack waits for the broker's ACK_RESPONSE and reports
+    /// its error; without (the default) it is fire-and-forget.
+    pub fn ack_receipts(mut self, enabled: bool) -> Self {
+        self.ack_receipts = enabled;
+        self
+    }
+
+    /// Sends individual acks together, in one ACK frame per `interval`
+    /// (off by default: each ack is its own frame, at once). Acks still
+    /// held are sent when the consumer closes. Not combined with
+    /// [`ack_receipts`](Self::ack_receipts), which confirms each ack.
+    pub fn ack_group_time(mut self, interval: Duration) -> Self {
+        self.ack_group_time = Some(interval);
+        self
+    }
+
+    /// Checks every setting and parses the topic names.
+    pub(crate) fn validate(&self) -> Result<Vec<TopicName>, ConsumerError> {
+        if self.topics.is_empty() {
+            return Err(ConsumerError::NoTopic);
+        }
+        if self.ack_group_time.is_some_and(|t| t.is_zero()) {
+            return Err(ConsumerError::ZeroAckGroupTime);
+        }
+        if self.receiver_queue_size == 0 {
+            return Err(ConsumerError::ZeroReceiverQueue);
+        }
+        self.options.validate()?;
+        let mut topics = Vec::with_capacity(self.topics.len());
+        for t in &self.topics {
+            let name = TopicName::parse(t)?;
+            if !topics.contains(&name) {
+                topics.push(name);
+            }
+        }
+        Ok(topics)
+    }
+}
+
+impl Client {
+    /// A builder for a consumer of `topic` (a full or short name; a
+    /// partitioned topic gives one consumer over all partitions) on
+    /// `subscription`.
+    pub fn consumer(
+        &self,
+        topic: impl Into<String>,
+        subscription: impl Into<String>,
+    ) -> ConsumerBuilder {
+        ConsumerBuilder::new(self.clone(), topic.into(), subscription.into())
+    }
+}

@@ -1,0 +1,149 @@
+//! [`ConsumerError`]: what a consumer call can fail with. Caller misuse
+//! (a setting that cannot work, a call the subscription type forbids, a
+//! closed consumer) is kept apart from what the broker or the connection
+//! did.
+
+use crate::client::{ClientError, InvalidTopicName};
+use crate::connection::ConnectionError;
+
+use super::SubscriptionType;
+use super::subscribe::HashRange;
+
+/// An error of the consumer layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsumerError {
+    // --- caller misuse: settings -------------------------------------------------
+    /// No topic was given.
+    #[error("a consumer needs at least one topic")]
+    NoTopic,
+    /// A topic that is not a valid name.
+    #[error(transparent)]
+    InvalidTopic(#[from] InvalidTopicName),
+    /// The subscription name is empty.
+    #[error("the subscription name is empty")]
+    EmptySubscription,
+    /// The receiver queue must hold at least one message.
+    #[error("receiver_queue_size must be at least 1")]
+    ZeroReceiverQueue,
+    /// An ack group time, when set, must be longer than zero.
+    #[error("ack_group_time, when set, must be longer than zero")]
+    ZeroAckGroupTime,
+    /// Priority levels start at 0 (the highest).
+    #[error("priority level {level} is negative")]
+    NegativePriority {
+        /// The level given.
+        level: i32,
+    },
+    /// A Key_Shared policy on a subscription of another type.
+    #[error("a key_shared policy needs a KeyShared subscription, not {subscription:?}")]
+    KeySharedPolicyOnOtherType {
+        /// The subscription type that was set.
+        subscription: SubscriptionType,
+    },
+    /// A sticky Key_Shared policy without any hash range.
+    #[error("a sticky key_shared policy needs at least one hash range")]
+    NoHashRanges,
+    /// A hash range whose start is after its end.
+    #[error("hash range {}..={} is empty", range.start, range.end)]
+    InvalidHashRange {
+        /// The range given.
+        range: HashRange,
+    },
+    /// Two sticky hash ranges overlap.
+    #[error("hash ranges {}..={} and {}..={} overlap", first.start, first.end, second.start, second.end)]
+    OverlappingHashRanges {
+        /// The range that starts first.
+        first: HashRange,
+        /// The range that starts inside it.
+        second: HashRange,
+    },
+
+    /// The consumer core refused its settings (ack timeout, tick, nack or
+    /// dead-letter policy).
+    #[error(transparent)]
+    Config(#[from] super::ConfigError),
+    /// The consumer core refused a call.
+    #[error(transparent)]
+    Core(#[from] super::CoreError),
+
+    // --- caller misuse: calls ------------------------------------------------------
+    /// Cumulative ack is only allowed on Exclusive and Failover subscriptions.
+    #[error("cumulative ack is not allowed on a {subscription:?} subscription")]
+    CumulativeAckNotAllowed {
+        /// This consumer's subscription type.
+        subscription: SubscriptionType,
+    },
+    /// The message did not come from this consumer.
+    #[error("message from topic {topic} does not belong to this consumer")]
+    ForeignMessage {
+        /// The message's topic.
+        topic: String,
+    },
+    /// A call that needs a single topic, on a consumer of several topics
+    /// or partitions.
+    #[error("this call needs a consumer of one topic; this one has {count}")]
+    MultipleTopics {
+        /// How many topics (partitions) the consumer has.
+        count: usize,
+    },
+    /// The consumer was closed (or unsubscribed); no more calls.
+    #[error("the consumer is closed")]
+    Closed,
+
+    // --- the broker, the connection --------------------------------------------
+    /// Finding or reaching the broker of `topic` failed.
+    #[error("consumer on {topic}: {source}")]
+    Client {
+        /// The topic (partition).
+        topic: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// A request on the topic's connection failed (broker error code,
+    /// timeout, lost connection).
+    #[error("{op} on {topic} failed: {source}")]
+    Request {
+        /// The request, e.g. `"SUBSCRIBE"`.
+        op: &'static str,
+        /// The topic (partition).
+        topic: String,
+        /// Why.
+        source: ConnectionError,
+    },
+    /// The broker answered a request with the wrong kind of response.
+    #[error("{op} on {topic}: unexpected answer {got}")]
+    UnexpectedResponse {
+        /// The request.
+        op: &'static str,
+        /// The topic (partition).
+        topic: String,
+        /// The response that came (its protocol name).
+        got: &'static str,
+    },
+    /// The broker closed the consumer, or its connection died, and it could
+    /// not subscribe again (each attempt's error is logged).
+    #[error(
+        "consumer on {topic} lost its subscription; {attempts} attempts to subscribe again failed"
+    )]
+    Lost {
+        /// The topic (partition).
+        topic: String,
+        /// How many times it tried.
+        attempts: u32,
+    },
+}
+
+impl ConsumerError {
+    /// Whether the caller, not the broker, is at fault (a setting that
+    /// cannot work, a forbidden call, a closed consumer).
+    pub fn is_misuse(&self) -> bool {
+        !matches!(
+            self,
+            Self::Client { .. }
+                | Self::Request { .. }
+                | Self::UnexpectedResponse { .. }
+                | Self::Lost { .. }
+        )
+    }
+}

@@ -1,0 +1,143 @@
+//! The public [`Message`]: what the application receives.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::MessageId;
+
+/// One message as the application receives it: a plain message, or one
+/// member of a batch with its own id (`batch_index`), key and properties.
+///
+/// Cloning is cheap: the payload is a [`Bytes`] view into the received
+/// frame (or the decompressed batch), never a copy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub(crate) id: MessageId,
+    pub(crate) topic: Arc<str>,
+    pub(crate) payload: Bytes,
+    pub(crate) key: Option<String>,
+    pub(crate) key_is_base64: bool,
+    pub(crate) ordering_key: Option<Bytes>,
+    pub(crate) properties: HashMap<String, String>,
+    pub(crate) event_time: Option<u64>,
+    pub(crate) publish_time: u64,
+    pub(crate) producer_name: Arc<str>,
+    pub(crate) sequence_id: u64,
+    pub(crate) redelivery_count: u32,
+    pub(crate) null_value: bool,
+}
+
+impl Message {
+    /// The message id; a batch member's carries its `batch_index`, a
+    /// partition's message its partition.
+    pub fn id(&self) -> MessageId {
+        self.id
+    }
+
+    /// The full name of the topic it came from (for a partitioned topic,
+    /// the partition, e.g. `persistent://public/default/t-partition-2`).
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The message bytes, uncompressed; a view, not a copy.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// Takes the payload out of the message (no copy).
+    pub fn into_payload(self) -> Bytes {
+        self.payload
+    }
+
+    /// The partition key, if the producer set one.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// Whether [`key`](Self::key) is base64 text of a binary key (the
+    /// producer's `partition_key_b64_encoded`).
+    pub fn key_is_base64(&self) -> bool {
+        self.key_is_base64
+    }
+
+    /// The ordering key (Key_Shared dispatch uses it before the key).
+    pub fn ordering_key(&self) -> Option<&Bytes> {
+        self.ordering_key.as_ref()
+    }
+
+    /// The application properties.
+    pub fn properties(&self) -> &HashMap<String, String> {
+        &self.properties
+    }
+
+    /// The event time the producer set, in ms since the Unix epoch; `None`
+    /// when it set none.
+    pub fn event_time(&self) -> Option<u64> {
+        self.event_time
+    }
+
+    /// When the broker received it, in ms since the Unix epoch (for a batch,
+    /// the batch's publish time).
+    pub fn publish_time(&self) -> u64 {
+        self.publish_time
+    }
+
+    /// The name of the producer that sent it.
+    pub fn producer_name(&self) -> &str {
+        &self.producer_name
+    }
+
+    /// The producer's sequence id for it (a batch member's own, when the
+    /// producer set one; otherwise the batch's plus the member's index).
+    pub fn sequence_id(&self) -> u64 {
+        self.sequence_id
+    }
+
+    /// How often the broker delivered it before (Shared and Key_Shared
+    /// only; always 0 on Exclusive and Failover).
+    pub fn redelivery_count(&self) -> u32 {
+        self.redelivery_count
+    }
+
+    /// Whether the producer sent a null value (a tombstone on a compacted
+    /// topic); the payload is then empty.
+    pub fn is_null_value(&self) -> bool {
+        self.null_value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_return_what_was_stored_without_copying_the_payload() {
+        let payload = Bytes::from_static(b"hello");
+        let m = Message {
+            id: MessageId::new(3, 4).with_batch_index(1),
+            topic: "persistent://public/default/t".into(),
+            payload: payload.clone(),
+            key: Some("k".into()),
+            key_is_base64: false,
+            ordering_key: Some(Bytes::from_static(b"o")),
+            properties: HashMap::from([("a".to_owned(), "b".to_owned())]),
+            event_time: Some(7),
+            publish_time: 8,
+            producer_name: "p".into(),
+            sequence_id: 9,
+            redelivery_count: 2,
+            null_value: false,
+        };
+        assert_eq!(m.id().batch_index, 1);
+        assert_eq!(m.topic(), "persistent://public/default/t");
+        assert_eq!(m.key(), Some("k"));
+        assert_eq!(m.properties()["a"], "b");
+        assert_eq!((m.event_time(), m.publish_time()), (Some(7), 8));
+        assert_eq!((m.sequence_id(), m.redelivery_count()), (9, 2));
+        assert_eq!(m.producer_name(), "p");
+        assert_eq!(m.payload().as_ptr(), payload.as_ptr());
+    }
+}

@@ -1,0 +1,265 @@
+//! From one broker delivery to the application's messages (pure).
+//!
+//! A `MESSAGE` carries one entry: a plain message or a batch, maybe
+//! compressed. [`unpack`] checks it, decompresses it (refusing announced
+//! sizes over the limit before allocating), splits a batch into its
+//! members, each with its own id (`batch_index`), key, properties and event
+//! time, and skips the members the broker's `ack_set` marks as acked.
+//!
+//! # A bad entry is reported, not redelivered
+//!
+//! An entry whose checksum does not match, that does not decompress, or
+//! whose batch does not parse is never handed to the application. The
+//! driver reports it with `CommandAck` carrying the
+//! [`ValidationError`] of [`UnpackError::validation_error`], as the Java
+//! client does. We chose reporting over redelivery because the broker
+//! verifies a producer's checksum when it stores an entry and then serves
+//! the stored bytes, so a mismatch at the consumer almost always means the
+//! stored entry (or a codec's output) is bad: a redelivery would bring the
+//! same bytes back, forever, stalling an Exclusive or Failover subscription
+//! on it. The broker logs the validation error, so the loss is visible to
+//! operators, and the connection stays up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::message::Message;
+use crate::MessageId;
+use crate::compression::{Compression, CompressionError};
+use crate::proto::command_ack::ValidationError;
+use crate::proto::{KeyValue, MessageMetadata};
+use crate::wire::batch::{self, BatchError};
+use crate::wire::{Checksum, Payload};
+
+/// An entry that cannot be handed to the application.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnpackError {
+    /// The payload's checksum did not match its bytes.
+    #[error("entry {id}: checksum mismatch (carried {carried:#010x}, computed {computed:#010x})")]
+    Checksum {
+        /// The entry.
+        id: MessageId,
+        /// The checksum the frame carried.
+        carried: u32,
+        /// The checksum of the bytes that arrived.
+        computed: u32,
+    },
+    /// The payload did not decompress as its metadata says.
+    #[error("entry {id}: {source}")]
+    Decompression {
+        /// The entry.
+        id: MessageId,
+        /// What went wrong.
+        #[source]
+        source: CompressionError,
+    },
+    /// The batch did not split into the members its metadata announces.
+    #[error("entry {id}: {source}")]
+    Batch {
+        /// The entry.
+        id: MessageId,
+        /// What went wrong.
+        #[source]
+        source: BatchError,
+    },
+    /// The entry is encrypted; this client cannot decrypt.
+    #[error("entry {id} is encrypted; decryption is not supported")]
+    Encrypted {
+        /// The entry.
+        id: MessageId,
+    },
+}
+
+impl UnpackError {
+    /// The validation error to report to the broker with the ack.
+    pub fn validation_error(&self) -> ValidationError {
+        match self {
+            Self::Checksum { .. } => ValidationError::ChecksumMismatch,
+            Self::Decompression {
+                source: CompressionError::TooLarge { .. } | CompressionError::SizeMismatch { .. },
+                ..
+            } => ValidationError::UncompressedSizeCorruption,
+            Self::Decompression { .. } => ValidationError::DecompressionError,
+            Self::Batch { .. } => ValidationError::BatchDeSerializeError,
+            Self::Encrypted { .. } => ValidationError::DecryptionError,
+        }
+    }
+
+    /// The entry's id.
+    pub fn id(&self) -> MessageId {
+        match self {
+            Self::Checksum { id, .. }
+            | Self::Decompression { id, .. }
+            | Self::Batch { id, .. }
+            | Self::Encrypted { id } => *id,
+        }
+    }
+}
+
+/// One delivery, as the connection routed it to the consumer.
+#[derive(Debug)]
+pub(crate) struct Delivery<'a> {
+    /// The full topic (partition) name the consumer subscribed to.
+    pub(crate) topic: &'a Arc<str>,
+    /// The partition of that topic (-1 when not partitioned); set on every
+    /// id, since brokers may leave it out.
+    pub(crate) partition: i32,
+    pub(crate) message_id: MessageId,
+    pub(crate) redelivery_count: u32,
+    /// Bit `i` set: member `i` is still unacked (empty: all are).
+    pub(crate) ack_set: &'a [i64],
+    pub(crate) payload: Payload,
+    /// The largest uncompressed size accepted (the broker's max message size).
+    pub(crate) max_size: usize,
+}
+
+/// The application's messages from one entry.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Unpacked {
+    /// The messages to hand out, in order.
+    pub(crate) messages: Vec<Message>,
+    /// The number of members, for a batch; `None` for a plain message.
+    pub(crate) batch_size: Option<u32>,
+    /// Indexes of batch members not handed out (acked per `ack_set`, or
+    /// compacted out).
+    pub(crate) skipped: Vec<i32>,
+}
+
+/// Turns one delivery into the application's messages.
+///
+/// # Errors
+/// An [`UnpackError`] for a checksum mismatch, an encrypted entry, a
+/// payload that does not decompress to its announced size (or announces
+/// more than `max_size`), or a batch that does not split.
+pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
+    let id = d.message_id.with_partition(d.partition).entry();
+    let Payload {
+        checksum,
+        metadata,
+        data,
+        ..
+    } = d.payload;
+    if let Checksum::Mismatch { carried, computed } = checksum {
+        return Err(UnpackError::Checksum {
+            id,
+            carried,
+            computed,
+        });
+    }
+    if !metadata.encryption_keys.is_empty() {
+        return Err(UnpackError::Encrypted { id });
+    }
+    let data = Compression::from_proto(metadata.compression.unwrap_or_default())
+        .and_then(|codec| {
+            codec.decompress(data, metadata.uncompressed_size.unwrap_or(0), d.max_size)
+        })
+        .map_err(|source| UnpackError::Decompression { id, source })?;
+    let entry = Entry {
+        topic: d.topic.clone(),
+        producer_name: metadata.producer_name.as_str().into(),
+        redelivery_count: d.redelivery_count,
+        metadata: &metadata,
+    };
+    let Some(count) = metadata.num_messages_in_batch else {
+        return Ok(Unpacked {
+            messages: vec![entry.plain(id, data)],
+            batch_size: None,
+            skipped: Vec::new(),
+        });
+    };
+    let mut messages = Vec::with_capacity(count.clamp(0, 1024) as usize);
+    let mut skipped = Vec::new();
+    for member in batch::members(data, count) {
+        let member = member.map_err(|source| UnpackError::Batch { id, source })?;
+        if member.metadata.compacted_out() || !still_unacked(d.ack_set, member.index) {
+            skipped.push(member.index);
+            continue;
+        }
+        messages.push(entry.member(id, member));
+    }
+    Ok(Unpacked {
+        messages,
+        batch_size: Some(count.max(0) as u32),
+        skipped,
+    })
+}
+
+/// Whether `ack_set` (bit set = unacked, as Java's `BitSet.toLongArray`)
+/// leaves member `index` to deliver. An empty set means every member.
+fn still_unacked(ack_set: &[i64], index: i32) -> bool {
+    if ack_set.is_empty() {
+        return true;
+    }
+    let index = index as usize;
+    ack_set
+        .get(index / 64)
+        .is_some_and(|word| (*word as u64) & (1 << (index % 64)) != 0)
+}
+
+/// What every message of one entry shares.
+struct Entry<'a> {
+    topic: Arc<str>,
+    producer_name: Arc<str>,
+    redelivery_count: u32,
+    metadata: &'a MessageMetadata,
+}
+
+impl Entry<'_> {
+    fn plain(&self, id: MessageId, payload: Bytes) -> Message {
+        let m = self.metadata;
+        Message {
+            id,
+            topic: self.topic.clone(),
+            payload,
+            key: m.partition_key.clone(),
+            key_is_base64: m.partition_key_b64_encoded(),
+            ordering_key: m.ordering_key.clone(),
+            properties: properties(&m.properties),
+            event_time: nonzero(m.event_time),
+            publish_time: m.publish_time,
+            producer_name: self.producer_name.clone(),
+            sequence_id: m.sequence_id,
+            redelivery_count: self.redelivery_count,
+            null_value: m.null_value(),
+        }
+    }
+
+    fn member(&self, entry: MessageId, member: batch::Member) -> Message {
+        let s = member.metadata;
+        let index = member.index;
+        Message {
+            id: entry.with_batch_index(index),
+            topic: self.topic.clone(),
+            payload: member.payload,
+            key: s.partition_key,
+            key_is_base64: s.partition_key_b64_encoded.unwrap_or(false),
+            ordering_key: s.ordering_key,
+            properties: properties(&s.properties),
+            event_time: nonzero(s.event_time),
+            publish_time: self.metadata.publish_time,
+            producer_name: self.producer_name.clone(),
+            sequence_id: s
+                .sequence_id
+                .unwrap_or(self.metadata.sequence_id + index as u64),
+            redelivery_count: self.redelivery_count,
+            null_value: s.null_value.unwrap_or(false),
+        }
+    }
+}
+
+fn nonzero(time: Option<u64>) -> Option<u64> {
+    time.filter(|t| *t != 0)
+}
+
+fn properties(kv: &[KeyValue]) -> HashMap<String, String> {
+    kv.iter()
+        .map(|p| (p.key.clone(), p.value.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "receive_tests.rs"]
+mod tests;

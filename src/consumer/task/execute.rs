@@ -1,0 +1,177 @@
+//! Carrying out the cores' actions (flow, ack, redeliver) and the handle's
+//! requests (seek, last message id, unsubscribe).
+
+use super::*;
+
+impl Driver {
+    /// Carries out what sub `index`'s core queued. `reply` is an ack's: it
+    /// is answered by the first ack sent (after its ACK_RESPONSE, with
+    /// receipts), or at once if the ack sent nothing yet.
+    pub(super) async fn run_actions(&mut self, index: usize, mut reply: Option<Reply<()>>) {
+        let sub = &mut self.subs[index];
+        while let Some(action) = sub.core.poll_action() {
+            let (conn, id) = (&sub.conn, sub.id);
+            let sent = match action {
+                Action::Flow(permits) => {
+                    trace!(topic = %sub.name, permits, "FLOW");
+                    conn.send_control(commands::flow(id, permits)).await
+                }
+                Action::Ack {
+                    ids,
+                    cumulative,
+                    ack_set,
+                } => {
+                    let kind = if cumulative {
+                        AckType::Cumulative
+                    } else {
+                        AckType::Individual
+                    };
+                    let partition = sub.partition;
+                    let ack_set_is_none = ack_set.is_none();
+                    let ids = ids.into_iter().map(move |m| {
+                        let mut data = m.with_partition(partition).to_proto();
+                        if let Some(set) = &ack_set {
+                            data.ack_set.clone_from(set);
+                        }
+                        data
+                    });
+                    let ids: Vec<_> = ids.collect();
+                    if self.settings.ack_receipts {
+                        let conn = conn.clone();
+                        let topic = sub.name.to_string();
+                        let waiter = reply.take();
+                        tokio::spawn(async move {
+                            let result = conn
+                                .request("ACK", |request| {
+                                    commands::ack(id, ids, kind, Some(request))
+                                })
+                                .await
+                                .map(drop)
+                                .map_err(|source| ConsumerError::Request {
+                                    op: "ACK",
+                                    topic,
+                                    source,
+                                });
+                            if let Some(waiter) = waiter {
+                                let _ = waiter.send(result);
+                            }
+                        });
+                        Ok(())
+                    } else if let Some(group) = self
+                        .settings
+                        .ack_group_time
+                        .filter(|_| kind == AckType::Individual && ack_set_is_none)
+                    {
+                        sub.grouped.extend(ids);
+                        sub.flush_at.get_or_insert_with(|| clock::now() + group);
+                        Ok(())
+                    } else {
+                        conn.send_control(commands::ack(id, ids, kind, None)).await
+                    }
+                }
+                Action::Redeliver(ids) => {
+                    let partition = sub.partition;
+                    let ids = ids.iter().map(|m| m.with_partition(partition).to_proto());
+                    conn.send_control(commands::redeliver(id, ids, None)).await
+                }
+                Action::RedeliverAll { consumer_epoch } => {
+                    let none = std::iter::empty();
+                    conn.send_control(commands::redeliver(id, none, Some(consumer_epoch)))
+                        .await
+                }
+                Action::ForwardToDeadLetter { origin, .. } => {
+                    // No dead-letter policy can be configured yet.
+                    sub.core.on_dead_letter_result(origin, Err(()));
+                    Ok(())
+                }
+            };
+            if let Err(e) = sent {
+                // The mailbox gets ConnectionLost next and resubscribes.
+                debug!(topic = %sub.name, error = %e, "control command not sent");
+            }
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(Ok(()));
+        }
+    }
+
+    async fn request_each(
+        &self,
+        op: &'static str,
+        which: impl Fn(&Sub) -> bool,
+        build: impl Fn(ConsumerId, crate::ids::RequestId) -> crate::proto::BaseCommand,
+    ) -> Result<Vec<Response>, ConsumerError> {
+        let mut out = Vec::new();
+        for sub in self.subs.iter().filter(|s| which(s)) {
+            let answer = sub
+                .conn
+                .request(op, |request| build(sub.id, request))
+                .await
+                .map_err(|source| ConsumerError::Request {
+                    op,
+                    topic: sub.name.to_string(),
+                    source,
+                })?;
+            out.push(answer);
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn seek(&mut self, target: SeekTarget) -> Result<(), ConsumerError> {
+        let single = self.subs.len() == 1;
+        let which = |s: &Sub| match target {
+            SeekTarget::MessageId(id) => single || id.partition == s.partition,
+            SeekTarget::PublishTime(_) => true,
+        };
+        self.request_each("SEEK", which, |c, r| commands::seek(c, r, target))
+            .await
+            .map(drop)
+    }
+
+    pub(super) async fn last_message_id(&mut self) -> Result<MessageId, ConsumerError> {
+        if self.subs.len() != 1 {
+            return Err(ConsumerError::MultipleTopics {
+                count: self.subs.len(),
+            });
+        }
+        let answer = self
+            .request_each(
+                "GET_LAST_MESSAGE_ID",
+                |_| true,
+                commands::get_last_message_id,
+            )
+            .await?;
+        let partition = self.subs[0].partition;
+        match answer.into_iter().next() {
+            Some(Response::GetLastMessageIdResponse(r)) => {
+                Ok(MessageId::from_proto(&r.last_message_id).with_partition(partition))
+            }
+            other => Err(ConsumerError::UnexpectedResponse {
+                op: "GET_LAST_MESSAGE_ID",
+                topic: self.subs[0].name.to_string(),
+                got: other.map_or("nothing", |r| r.kind()),
+            }),
+        }
+    }
+
+    pub(super) async fn unsubscribe(&mut self) -> Result<(), ConsumerError> {
+        self.request_each("UNSUBSCRIBE", |_| true, commands::unsubscribe)
+            .await
+            .map(drop)
+    }
+
+    /// Sends the grouped individual acks of sub `index` in one ACK frame.
+    pub(super) async fn flush_acks(&mut self, index: usize) {
+        let sub = &mut self.subs[index];
+        sub.flush_at = None;
+        if sub.grouped.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut sub.grouped);
+        let ack = commands::ack(sub.id, ids, AckType::Individual, None);
+        if let Err(e) = sub.conn.send_control(ack).await {
+            // The broker redelivers what it did not see acked.
+            debug!(topic = %sub.name, error = %e, "grouped ack not sent");
+        }
+    }
+}

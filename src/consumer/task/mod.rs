@@ -1,0 +1,380 @@
+//! The consumer's driver: one task per consumer. It feeds each partition's
+//! [`ConsumerCore`] from the connection's mailbox and the handle's commands,
+//! keeps one timer (the earliest `next_deadline`), and carries out the
+//! actions the cores queue. All delivery decisions live in the cores.
+//!
+//! `attach.rs` subscribes (and subscribes again), `execute.rs` turns the
+//! cores' actions and the handle's requests into commands on the wire.
+
+mod attach;
+mod execute;
+
+pub(crate) use attach::expand;
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::SelectAll;
+use futures::{Stream, StreamExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, trace, warn};
+
+use super::consumer_error::ConsumerError;
+use super::message::Message;
+use super::receive::{self, Delivery};
+use super::subscribe::SubscribeOptions;
+use super::{Action, ConsumerCore, CoreConfig, CoreError, Incoming};
+use crate::MessageId;
+use crate::client::{Client, TopicName};
+use crate::clock;
+use crate::connection::{Connection, ConsumerEvent, Response};
+use crate::ids::ConsumerId;
+use crate::proto::command_ack::AckType;
+use crate::wire::commands::{self, SeekTarget};
+
+type Reply<T> = oneshot::Sender<Result<T, ConsumerError>>;
+
+/// What the handle asks of its task; each request carries its reply.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Hand the next message over when there is one.
+    Receive(Reply<Message>),
+    /// Hand the next message over if one is queued now.
+    TryReceive(Reply<Option<Message>>),
+    /// Ack `id` (of `topic`), individually or cumulatively.
+    Ack {
+        topic: Arc<str>,
+        id: MessageId,
+        cumulative: bool,
+        reply: Reply<()>,
+    },
+    /// Ask for `id` again.
+    Nack {
+        topic: Arc<str>,
+        id: MessageId,
+        redelivery_count: u32,
+    },
+    /// Move the subscription.
+    Seek(SeekTarget, Reply<()>),
+    /// The id of the last message of the (single) topic.
+    LastMessageId(Reply<MessageId>),
+    /// Delete the subscription, then stop.
+    Unsubscribe(Reply<()>),
+    /// Close the consumer, then stop.
+    Close(Reply<()>),
+}
+
+/// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
+pub(crate) type Activity = Vec<(Arc<str>, bool)>;
+
+/// One subscribed topic or partition.
+struct Sub {
+    topic: TopicName,
+    name: Arc<str>,
+    partition: i32,
+    conn: Connection,
+    id: ConsumerId,
+    /// Bumped per subscribe, so events from an older mailbox are ignored.
+    generation: u64,
+    core: ConsumerCore<Message>,
+    /// Individual acks held for one grouped ACK frame, and when it goes.
+    grouped: Vec<crate::proto::MessageIdData>,
+    flush_at: Option<std::time::Instant>,
+    /// Gave up subscribing again; receivers fail once every sub is lost.
+    lost: bool,
+}
+
+type Events = SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
+
+/// The settings the task needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) client: Client,
+    pub(crate) options: SubscribeOptions,
+    pub(crate) core: CoreConfig,
+    pub(crate) ack_receipts: bool,
+    /// Group individual acks into one ACK frame per this interval.
+    pub(crate) ack_group_time: Option<Duration>,
+}
+
+pub(crate) struct Driver {
+    settings: Settings,
+    subs: Vec<Sub>,
+    events: Events,
+    waiting: VecDeque<Reply<Message>>,
+    /// Round-robin start for handing out messages across partitions.
+    next_sub: usize,
+    activity: watch::Sender<Activity>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("subs", &self.subs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// The task's loop; ends after Close or Unsubscribe, or when every
+    /// handle is gone (then it closes the consumer).
+    pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        loop {
+            let deadline = self
+                .subs
+                .iter()
+                .flat_map(|s| [s.core.next_deadline(), s.flush_at])
+                .flatten()
+                .min();
+            let sleep = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(command) => {
+                        if self.on_command(command).await {
+                            return;
+                        }
+                    }
+                    None => {
+                        self.close_all().await;
+                        return;
+                    }
+                },
+                Some((index, generation, event)) = self.events.next() => {
+                    self.on_event(index, generation, event).await;
+                }
+                () = sleep => {
+                    let now = clock::now();
+                    for index in 0..self.subs.len() {
+                        self.subs[index].core.on_tick(now);
+                        self.run_actions(index, None).await;
+                        if self.subs[index].flush_at.is_some_and(|at| at <= now) {
+                            self.flush_acks(index).await;
+                        }
+                    }
+                }
+            }
+            self.serve().await;
+        }
+    }
+
+    /// Returns true when the task should stop.
+    async fn on_command(&mut self, command: Command) -> bool {
+        match command {
+            Command::Receive(reply) => self.waiting.push_back(reply),
+            Command::TryReceive(reply) => {
+                let answer = match (self.pop().await, self.all_lost()) {
+                    (None, Some(lost)) => Err(lost()),
+                    (message, _) => Ok(message),
+                };
+                let _ = reply.send(answer);
+            }
+            Command::Ack {
+                topic,
+                id,
+                cumulative,
+                reply,
+            } => self.ack(&topic, id, cumulative, reply).await,
+            Command::Nack {
+                topic,
+                id,
+                redelivery_count,
+            } => {
+                if let Some(index) = self.find(&topic) {
+                    self.subs[index]
+                        .core
+                        .nack(clock::now(), id, redelivery_count);
+                    self.run_actions(index, None).await;
+                }
+            }
+            Command::Seek(target, reply) => {
+                let _ = reply.send(self.seek(target).await);
+            }
+            Command::LastMessageId(reply) => {
+                let _ = reply.send(self.last_message_id().await);
+            }
+            Command::Unsubscribe(reply) => {
+                let result = self.unsubscribe().await;
+                let done = result.is_ok();
+                let _ = reply.send(result);
+                if done {
+                    // The broker removed the consumers with the subscription.
+                    self.detach_all(false).await;
+                    return true;
+                }
+            }
+            Command::Close(reply) => {
+                self.close_all().await;
+                let _ = reply.send(Ok(()));
+                return true;
+            }
+        }
+        false
+    }
+
+    fn find(&self, topic: &str) -> Option<usize> {
+        self.subs.iter().position(|s| &*s.name == topic)
+    }
+
+    async fn ack(&mut self, topic: &str, id: MessageId, cumulative: bool, reply: Reply<()>) {
+        let Some(index) = self.find(topic) else {
+            let _ = reply.send(Err(ConsumerError::ForeignMessage {
+                topic: topic.to_owned(),
+            }));
+            return;
+        };
+        let now = clock::now();
+        let core = &mut self.subs[index].core;
+        if cumulative {
+            if let Err(e) = core.ack_cumulative(now, id) {
+                let _ = reply.send(Err(match e {
+                    CoreError::CumulativeAckNotAllowed { subscription } => {
+                        ConsumerError::CumulativeAckNotAllowed { subscription }
+                    }
+                    other => ConsumerError::Core(other),
+                }));
+                return;
+            }
+        } else {
+            core.ack(now, id);
+        }
+        self.run_actions(index, Some(reply)).await;
+    }
+
+    /// Hands queued messages to waiting receivers.
+    async fn serve(&mut self) {
+        while let Some(reply) = self.waiting.pop_front() {
+            if reply.is_closed() {
+                continue;
+            }
+            match self.pop().await {
+                Some(message) => {
+                    let _ = reply.send(Ok(message));
+                }
+                None => {
+                    self.waiting.push_front(reply);
+                    if let Some(lost) = self.all_lost() {
+                        for reply in self.waiting.drain(..) {
+                            let _ = reply.send(Err(lost()));
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// When every sub gave up subscribing again: the error for receivers
+    /// (nothing more can arrive, so nobody waits forever).
+    fn all_lost(&self) -> Option<impl Fn() -> ConsumerError + use<>> {
+        if !self.subs.iter().all(|s| s.lost) {
+            return None;
+        }
+        let topic = self.subs.first()?.name.to_string();
+        Some(move || ConsumerError::Lost {
+            topic: topic.clone(),
+            attempts: attach::RESUBSCRIBE_ATTEMPTS,
+        })
+    }
+
+    /// The next queued message, partitions taken in turn.
+    async fn pop(&mut self) -> Option<Message> {
+        let n = self.subs.len();
+        for k in 0..n {
+            let index = (self.next_sub + k) % n;
+            if let Some(incoming) = self.subs[index].core.pop_for_application(clock::now()) {
+                self.next_sub = (index + 1) % n;
+                self.run_actions(index, None).await;
+                return Some(incoming.message);
+            }
+        }
+        None
+    }
+
+    async fn on_event(&mut self, index: usize, generation: u64, event: ConsumerEvent) {
+        let Some(sub) = self.subs.get_mut(index) else {
+            return;
+        };
+        if sub.generation != generation {
+            return;
+        }
+        match event {
+            ConsumerEvent::Message {
+                message_id,
+                redelivery_count,
+                ack_set,
+                consumer_epoch,
+                payload,
+            } => {
+                let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+                let delivery = Delivery {
+                    topic: &sub.name,
+                    partition: sub.partition,
+                    message_id,
+                    redelivery_count,
+                    ack_set: &ack_set,
+                    payload,
+                    max_size: sub.conn.max_message_size(),
+                };
+                let lost_permits = match receive::unpack(delivery) {
+                    Ok(unpacked) => {
+                        let now = clock::now();
+                        for message in unpacked.messages {
+                            let incoming = Incoming {
+                                id: message.id,
+                                redelivery_count,
+                                consumer_epoch,
+                                batch_size: unpacked.batch_size,
+                                message,
+                            };
+                            if let Err(e) = sub.core.on_message(now, incoming) {
+                                warn!(topic = %sub.name, error = %e, "message refused by the consumer core");
+                            }
+                        }
+                        unpacked.skipped.len() as u32
+                    }
+                    Err(e) => {
+                        // Never handed out: reported to the broker (see receive.rs).
+                        warn!(topic = %sub.name, error = %e, "dropping an invalid entry");
+                        let invalid = commands::ack_invalid(sub.id, e.id(), e.validation_error());
+                        let _ = sub.conn.send_control(invalid).await;
+                        permits
+                    }
+                };
+                if lost_permits > 0 {
+                    // Members that never reach the core: their permits go
+                    // straight back to the broker.
+                    let _ = sub
+                        .conn
+                        .send_control(commands::flow(sub.id, lost_permits))
+                        .await;
+                }
+                self.run_actions(index, None).await;
+            }
+            ConsumerEvent::ActiveConsumerChange { is_active } => {
+                let name = sub.name.clone();
+                self.activity
+                    .send_modify(|all| match all.iter_mut().find(|(t, _)| *t == name) {
+                        Some(entry) => entry.1 = is_active,
+                        None => all.push((name, is_active)),
+                    });
+            }
+            ConsumerEvent::ReachedEndOfTopic => {
+                debug!(topic = %sub.name, "reached the end of the topic");
+            }
+            ConsumerEvent::Closed(_) | ConsumerEvent::TopicMigrated(_) => {
+                self.reconnect(index).await;
+            }
+            ConsumerEvent::ConnectionLost(e) => {
+                debug!(topic = %sub.name, error = %e, "connection lost");
+                self.reconnect(index).await;
+            }
+        }
+    }
+}

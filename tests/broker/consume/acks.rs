@@ -1,0 +1,227 @@
+//! Acks: what remains after closing and reopening.
+
+use super::*;
+
+#[tokio::test]
+async fn shared_spreads_and_acked_messages_do_not_come_back() {
+    let broker = TestBroker::start().await;
+    guard("shared", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-shared");
+        let mut a = shared(&client, &topic, "s", 4).await;
+        let mut b = shared(&client, &topic, "s", 4).await;
+        let mut producer = RawProducer::create(&client, &topic).await;
+        let all: BTreeSet<String> = (0..20).map(|i| format!("m{i:02}")).collect();
+        for t in &all {
+            producer.send(t).await;
+        }
+        // `a` takes 14 and stops: with a queue of 4 the broker can have
+        // sent it at most 18, so `b` must get the other messages.
+        let from_a = take(&mut a, 14).await;
+        let from_b = take(&mut b, 2).await;
+        let mut seen = BTreeSet::new();
+        for m in from_a.iter().chain(&from_b) {
+            assert!(seen.insert(text(m)), "{} delivered twice", text(m));
+            assert_eq!(m.key(), Some(&*text(m)));
+            assert_eq!(m.properties()["text"], text(m));
+            assert_eq!(m.topic(), topic);
+            assert_eq!(m.redelivery_count(), 0);
+        }
+        for m in &from_a {
+            a.ack(m).await.expect("ack");
+        }
+        for m in &from_b {
+            b.ack(m).await.expect("ack");
+        }
+        a.close().await.expect("close");
+        b.close().await.expect("close");
+        assert!(matches!(a.receive().await, Err(ConsumerError::Closed)));
+
+        // Reopen: exactly the 4 unacked come back, then a new message.
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        producer.send("sentinel").await;
+        let mut rest = BTreeSet::new();
+        loop {
+            let m = c.receive().await.expect("receive");
+            if text(&m) == "sentinel" {
+                break;
+            }
+            assert!(rest.insert(text(&m)), "{} twice", text(&m));
+        }
+        let expected: BTreeSet<String> = all.difference(&seen).cloned().collect();
+        assert_eq!(rest, expected, "what remains after acking 16 of 20");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn acking_one_batch_member_keeps_its_siblings() {
+    let broker = TestBroker::start().await;
+    guard("batch member ack", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-batch");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        let entry = producer.send_batch(&["b0", "b1", "b2"]).await;
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        let members = take(&mut c, 3).await;
+        for (i, m) in members.iter().enumerate() {
+            assert_eq!(m.id().entry(), entry.entry());
+            assert_eq!(m.id().batch_index, i as i32);
+            assert_eq!(text(m), format!("b{i}"));
+            assert_eq!(m.key(), Some(&*format!("b{i}")));
+        }
+        c.ack(&members[1]).await.expect("ack");
+        c.close().await.expect("close");
+
+        // The siblings are still there (b1 may come again with them).
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        producer.send("sentinel").await;
+        let mut again = BTreeSet::new();
+        let mut back = Vec::new();
+        loop {
+            let m = c.receive().await.expect("receive");
+            if text(&m) == "sentinel" {
+                c.ack(&m).await.expect("ack");
+                break;
+            }
+            again.insert(text(&m));
+            back.push(m);
+        }
+        assert!(again.contains("b0") && again.contains("b2"), "{again:?}");
+        for m in &back {
+            c.ack(m).await.expect("ack");
+        }
+        c.close().await.expect("close");
+
+        // Now every member is acked: nothing comes before a new message.
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        producer.send("last").await;
+        let m = c.receive().await.expect("receive");
+        assert_eq!(text(&m), "last");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cumulative_ack_covers_everything_up_to_the_message() {
+    let broker = TestBroker::start().await;
+    guard("cumulative", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-cumulative");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        // Produced before anyone subscribes, one at a time: pulsar-lite's
+        // duplicate dispatch on Exclusive needs sends in flight while a
+        // consumer tails the topic.
+        for i in 0..10 {
+            producer.send(&format!("c{i}")).await;
+        }
+        let exclusive = |client: &Client| {
+            client
+                .consumer(&topic, "x")
+                .initial_position(InitialPosition::Earliest)
+                .subscribe()
+        };
+        let mut c = exclusive(&client).await.expect("subscribe");
+        let mut got = Vec::new();
+        while got.len() < 7 {
+            let m = c.receive().await.expect("receive");
+            // Tolerate a duplicate delivery (pulsar-lite), never a gap.
+            if got.iter().all(|g: &pulsar_wire::Message| g.id() != m.id()) {
+                got.push(m);
+            }
+        }
+        let texts: Vec<String> = got.iter().map(text).collect();
+        assert_eq!(texts, (0..7).map(|i| format!("c{i}")).collect::<Vec<_>>());
+        c.ack_cumulative(&got[5]).await.expect("cumulative ack");
+        c.close().await.expect("close");
+
+        let mut c = exclusive(&client).await.expect("subscribe again");
+        let m = c.receive().await.expect("receive");
+        assert_eq!(text(&m), "c6", "everything up to c5 is acked");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cumulative_ack_on_shared_is_caller_misuse() {
+    let broker = TestBroker::start().await;
+    guard("cumulative on shared", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-misuse");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        producer.send("x").await;
+        let mut c = shared(&client, &topic, "s", 10).await;
+        let m = c.receive().await.expect("receive");
+        let err = c.ack_cumulative(&m).await.expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                ConsumerError::CumulativeAckNotAllowed {
+                    subscription: SubscriptionType::Shared
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.is_misuse());
+        c.ack(&m).await.expect("individual ack works");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_settings_are_typed_errors_before_any_io() {
+    let broker = TestBroker::start().await;
+    guard("settings", async {
+        let client = client(&broker).await;
+        let err = client
+            .consumer("t", "")
+            .subscribe()
+            .await
+            .expect_err("empty");
+        assert!(matches!(err, ConsumerError::EmptySubscription), "{err}");
+        let err = client
+            .consumer("t", "s")
+            .receiver_queue_size(0)
+            .subscribe()
+            .await
+            .expect_err("zero queue");
+        assert!(matches!(err, ConsumerError::ZeroReceiverQueue), "{err}");
+        let err = client
+            .consumer("a/b", "s")
+            .subscribe()
+            .await
+            .expect_err("bad topic");
+        assert!(matches!(err, ConsumerError::InvalidTopic(_)), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unsubscribe_deletes_the_subscription_and_last_message_id_names_the_tail() {
+    let broker = TestBroker::start().await;
+    guard("unsubscribe", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-unsubscribe");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        let c = shared(&client, &topic, "gone", 10).await;
+        let old = producer.send("old").await;
+        assert_eq!(
+            c.last_message_id().await.expect("last id").entry(),
+            old.entry()
+        );
+        c.unsubscribe().await.expect("unsubscribe");
+        assert!(matches!(c.close().await, Err(ConsumerError::Closed)));
+
+        // A new subscription of that name starts at the latest message: the
+        // unacked "old" went with the deleted one.
+        let mut c = client
+            .consumer(&topic, "gone")
+            .subscription_type(SubscriptionType::Shared)
+            .subscribe()
+            .await
+            .expect("subscribe again");
+        producer.send("new").await;
+        assert_eq!(text(&c.receive().await.expect("receive")), "new");
+    })
+    .await;
+}
