@@ -225,3 +225,42 @@ async fn unsubscribe_deletes_the_subscription_and_last_message_id_names_the_tail
     })
     .await;
 }
+
+/// A backlog many times the receiver queue is consumed to its end: permits
+/// are refilled as the application takes messages, so the broker never
+/// runs dry while messages remain.
+#[tokio::test]
+async fn a_backlog_many_times_the_queue_is_consumed_to_the_end() {
+    let broker = TestBroker::start().await;
+    guard("backlog", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("backlog");
+        let producer = client
+            .producer(topic.clone())
+            .batching(false)
+            .create()
+            .await
+            .expect("producer");
+        let mut receipts = Vec::new();
+        for i in 0..5000 {
+            receipts.push(
+                producer
+                    .send(format!("m{i:05}{}", "x".repeat(1000)))
+                    .await
+                    .expect("send"),
+            );
+        }
+        for r in receipts {
+            r.await.expect("receipt");
+        }
+        let mut consumer = shared(&client, &topic, "s", 100).await;
+        let mut seen = BTreeSet::new();
+        while seen.len() < 5000 {
+            let m = consumer.receive().await.expect("receive");
+            seen.insert(text(&m));
+            consumer.ack(&m).await.expect("ack");
+        }
+        assert_eq!(seen.len(), 5000);
+    })
+    .await;
+}
