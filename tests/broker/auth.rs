@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use pulsar_wire::auth::TokenAuthentication;
 use pulsar_wire::connection::{ConsumerEvent, ProducerEvent};
+use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
 use pulsar_wire::{Client, TopicName};
 
 use crate::client::producer_and_consumer;
@@ -41,11 +42,39 @@ async fn a_full_run_at_trace_never_prints_the_token() {
         ));
         match pair.messages.recv().await {
             Some(ConsumerEvent::Message { payload, .. }) => {
-                assert_eq!(payload.data, Bytes::from(name));
+                assert_eq!(payload.data, Bytes::from(name.clone()));
             }
             other => panic!("{other:?}"),
         }
-        let debug = format!("{client:?} {conn:?}");
+        // The same through the Producer and Consumer handles, whose tasks log too.
+        let producer = client
+            .producer(name.clone())
+            .create()
+            .await
+            .expect("producer");
+        let id = producer
+            .send("through the handles")
+            .await
+            .expect("send")
+            .await
+            .expect("receipt");
+        let mut consumer = client
+            .consumer(name.clone(), "auth-logs")
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            .subscribe()
+            .await
+            .expect("consumer");
+        loop {
+            let msg = consumer.receive().await.expect("receive");
+            consumer.ack(&msg).await.expect("ack");
+            if msg.id() == id {
+                break;
+            }
+        }
+        let debug = format!("{client:?} {conn:?} {producer:?} {consumer:?}");
+        consumer.close().await.expect("close consumer");
+        producer.close().await.expect("close producer");
         client.close().await;
         debug
     };
