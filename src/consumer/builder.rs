@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::client::{Client, TopicName};
 
-use super::SubscriptionType;
 use super::consumer_error::ConsumerError;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
+use super::{CoreConfig, NackPolicy, RedeliveryBackoff, SubscriptionType};
 
 /// The default receiver queue: how many messages the broker may push ahead
 /// of the application.
@@ -19,7 +19,7 @@ pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
 ///
 /// Defaults: an Exclusive, durable subscription starting at the latest
 /// message, a receiver queue of 1000, no consumer name, priority level 0,
-/// fire-and-forget acks.
+/// fire-and-forget acks, no ack timeout, immediate nacks.
 ///
 /// # Examples
 /// ```no_run
@@ -42,6 +42,9 @@ pub struct ConsumerBuilder {
     pub(crate) receiver_queue_size: u32,
     pub(crate) ack_receipts: bool,
     pub(crate) ack_group_time: Option<Duration>,
+    /// Ack timeout, its tick and backoff, and the nack policy (the other
+    /// fields are filled in by `subscribe`).
+    pub(crate) delivery: CoreConfig,
 }
 
 impl ConsumerBuilder {
@@ -57,6 +60,7 @@ impl ConsumerBuilder {
             receiver_queue_size: DEFAULT_RECEIVER_QUEUE_SIZE,
             ack_receipts: false,
             ack_group_time: None,
+            delivery: CoreConfig::default(),
         }
     }
 
@@ -131,6 +135,45 @@ impl ConsumerBuilder {
         self
     }
 
+    /// Requests again every message the application has held longer than
+    /// `timeout` without acking or nacking it (off by default). The clock of
+    /// a message starts when the application takes it; expired messages are
+    /// requested in one command per tick.
+    pub fn ack_timeout(mut self, timeout: Duration) -> Self {
+        self.delivery.ack_timeout = Some(timeout);
+        self
+    }
+
+    /// How often the ack timeout is checked (default 500 ms, as Java's
+    /// `ackTimeoutTickTime`).
+    pub fn ack_timeout_tick(mut self, tick: Duration) -> Self {
+        self.delivery.tick = tick;
+        self
+    }
+
+    /// Lets the ack timeout grow with a message's redelivery count, as Java's
+    /// `ackTimeoutRedeliveryBackoff`.
+    pub fn ack_timeout_backoff(mut self, backoff: RedeliveryBackoff) -> Self {
+        self.delivery.ack_timeout_backoff = Some(backoff);
+        self
+    }
+
+    /// When a nacked message is requested again: at once (the default), after
+    /// a fixed delay, or after a delay growing with its redelivery count.
+    pub fn nack_policy(mut self, policy: NackPolicy) -> Self {
+        self.delivery.nack = policy;
+        self
+    }
+
+    /// The delivery core's configuration for these settings.
+    pub(crate) fn core_config(&self) -> CoreConfig {
+        CoreConfig {
+            subscription_type: self.options.subscription_type,
+            receiver_queue_size: self.receiver_queue_size,
+            ..self.delivery.clone()
+        }
+    }
+
     /// Checks every setting and parses the topic names.
     pub(crate) fn validate(&self) -> Result<Vec<TopicName>, ConsumerError> {
         if self.topics.is_empty() {
@@ -143,6 +186,7 @@ impl ConsumerBuilder {
             return Err(ConsumerError::ZeroReceiverQueue);
         }
         self.options.validate()?;
+        self.core_config().validate()?;
         let mut topics = Vec::with_capacity(self.topics.len());
         for t in &self.topics {
             let name = TopicName::parse(t)?;

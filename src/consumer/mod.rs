@@ -123,11 +123,7 @@ impl ConsumerBuilder {
     /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
         let topics = self.validate()?;
-        let core = CoreConfig {
-            subscription_type: self.options.subscription_type,
-            receiver_queue_size: self.receiver_queue_size,
-            ..CoreConfig::default()
-        };
+        let core = self.core_config();
         let settings = task::Settings {
             client: self.client.clone(),
             options: self.options.clone(),

@@ -5,6 +5,7 @@
 //! work).
 
 mod acks;
+mod delivery;
 mod kinds;
 
 use std::collections::BTreeSet;
