@@ -67,6 +67,24 @@ impl FakeBroker {
         }
     }
 
+    /// Answers PINGs until `count` have arrived in all; any other frame is a
+    /// test failure.
+    pub async fn answer_pings_until(&mut self, count: usize) {
+        while self.pings < count {
+            let frame = self
+                .frames
+                .next()
+                .await
+                .expect("open")
+                .expect("valid frame");
+            assert_eq!(frame.command.r#type(), Type::Ping, "only PINGs expected");
+            self.pings += 1;
+            if self.answer_pings {
+                self.send(commands::pong()).await;
+            }
+        }
+    }
+
     /// The next frame, which must be of type `kind`.
     pub async fn expect(&mut self, kind: Type) -> Frame {
         let frame = self
