@@ -11,5 +11,6 @@ mod auth;
 mod connection;
 mod consume;
 mod handshake;
+mod hostile;
 mod lookup;
 mod produce;
