@@ -24,7 +24,7 @@ mod message;
 pub mod nack;
 mod permits;
 mod reader;
-mod receive;
+pub(crate) mod receive;
 mod subscribe;
 mod task;
 mod tick;
