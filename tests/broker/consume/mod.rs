@@ -5,6 +5,7 @@
 //! work).
 
 mod acks;
+mod dead_letter;
 mod delivery;
 mod kinds;
 
