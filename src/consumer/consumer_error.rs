@@ -87,6 +87,9 @@ pub enum ConsumerError {
         /// How many topics (partitions) the consumer has.
         count: usize,
     },
+    /// [`Consumer::run`](super::Consumer::run) with a concurrency of 0.
+    #[error("run needs a concurrency of at least 1")]
+    ZeroConcurrency,
     /// `reconsume_later` on a consumer built without
     /// [`enable_retry`](super::ConsumerBuilder::enable_retry).
     #[error("reconsume_later needs a consumer built with enable_retry(true)")]

@@ -27,6 +27,7 @@ mod permits;
 mod reader;
 mod receive;
 mod retry;
+mod run;
 mod subscribe;
 mod task;
 mod tick;
@@ -54,6 +55,7 @@ pub use letters::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
 pub use receive::UnpackError;
+pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 
 use std::future::Future;

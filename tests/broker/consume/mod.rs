@@ -8,6 +8,7 @@ mod acks;
 mod dead_letter;
 mod delivery;
 mod kinds;
+mod outcomes;
 mod retry;
 
 use std::collections::BTreeSet;
