@@ -9,6 +9,7 @@ mod dead_letter;
 mod delivery;
 mod kinds;
 mod outcomes;
+mod random_run;
 mod retry;
 
 use std::collections::BTreeSet;
