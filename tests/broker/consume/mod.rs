@@ -10,6 +10,7 @@ mod delivery;
 mod kinds;
 mod outcomes;
 mod random_run;
+mod redelivery;
 mod retry;
 
 use std::collections::BTreeSet;
