@@ -258,7 +258,7 @@ fn sorted(message: &Message) -> Vec<(String, String)> {
 pub(crate) fn copy_of(message: &Message, properties: Vec<(String, String)>) -> ProducerMessage {
     let mut copy = ProducerMessage::new(message.payload().clone());
     if let Some(key) = message.key() {
-        copy = copy.key(key);
+        copy = copy.key(key).key_is_base64(message.key_is_base64());
     }
     if let Some(ordering_key) = message.ordering_key() {
         copy = copy.ordering_key(ordering_key.clone());
@@ -307,6 +307,7 @@ mod tests {
         assert_eq!(copy.payload(), &Bytes::from_static(b"body"));
         let meta = copy.entry_metadata("dlq-producer", 0, 1000);
         assert_eq!(meta.partition_key.as_deref(), Some("k"));
+        assert_eq!(meta.partition_key_b64_encoded, None);
         assert_eq!(meta.ordering_key.as_deref(), Some(&b"ok"[..]));
         assert_eq!(meta.event_time, Some(77));
         let kv = |k: &str, v: &str| KeyValue {
@@ -362,6 +363,18 @@ mod tests {
             named.dead_letter_topic("persistent://public/default/t"),
             "persistent://public/default/mine"
         );
+    }
+
+    #[test]
+    fn a_binary_key_stays_binary_in_the_copy() {
+        let m = Message {
+            key: Some("AAEC".into()),
+            key_is_base64: true,
+            ..message()
+        };
+        let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
+        assert_eq!(meta.partition_key.as_deref(), Some("AAEC"));
+        assert_eq!(meta.partition_key_b64_encoded, Some(true));
     }
 
     #[test]
