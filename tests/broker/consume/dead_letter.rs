@@ -245,3 +245,40 @@ async fn a_dead_letter_policy_needs_a_shared_subscription() {
         "{zero:?}"
     );
 }
+
+#[tokio::test]
+async fn a_partitions_dead_letters_go_to_the_partitioned_topics_dlq() {
+    let topic = unique_topic("dlq-partitioned");
+    let broker = TestBroker::start_with(BrokerOptions {
+        partitioned_topics: vec![(topic.clone(), 2)],
+        ..BrokerOptions::default()
+    })
+    .await;
+    guard("dead letter of a partition", async {
+        let client = client(&broker).await;
+        let parsed: TopicName = topic.parse().expect("topic");
+        let policy = DeadLetterPolicy::after_redeliveries(1);
+        let mut consumer = with_policy(&client, &topic, SubscriptionType::Shared, policy).await;
+        assert_eq!(consumer.topics().len(), 2);
+        let mut origins = HashMap::new();
+        for p in 0..2 {
+            let partition = parsed.partition(p);
+            let mut raw = RawProducer::create(&client, partition.as_str()).await;
+            let id = raw.send(&format!("p{p}")).await.with_partition(p as i32);
+            origins.insert(format!("p{p}"), (partition.as_str().to_owned(), id));
+        }
+        for m in take(&mut consumer, 2).await {
+            consumer.nack(&m).expect("nack");
+        }
+        // One DLQ for the partitioned topic (as Java), each copy naming
+        // its partition and its id with the partition in it.
+        let mut dlq = dead_letters(&client, &topic).await;
+        for copy in take(&mut dlq, 2).await {
+            let (partition, id) = &origins[&text(&copy)];
+            assert_eq!(copy.properties()[REAL_TOPIC], *partition);
+            assert_eq!(copy.properties()[ORIGIN_MESSAGE_ID], id.to_string());
+            assert!(id.to_string().ends_with(&format!(":{}", id.partition)));
+        }
+    })
+    .await;
+}
