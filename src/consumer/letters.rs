@@ -10,6 +10,7 @@
 //! copies are retained even before anyone reads them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,6 +88,17 @@ pub(crate) struct Letters {
     client: Client,
     topics: LetterTopics,
     producers: Mutex<HashMap<String, Arc<OnceCell<Producer>>>>,
+    /// Dead-letter forwards that failed in a row (reset by a success).
+    failures: AtomicU32,
+}
+
+/// How long a failed forward waits before its original is redelivered:
+/// 100 ms, doubling with each failure in a row, at most 10 s. Without it a
+/// dead-letter topic that cannot be written would make the broker and the
+/// consumer pass the message back and forth as fast as they can.
+pub(crate) fn failure_backoff(failures_in_a_row: u32) -> Duration {
+    let doublings = failures_in_a_row.saturating_sub(1).min(7);
+    (Duration::from_millis(100) * (1 << doublings)).min(Duration::from_secs(10))
 }
 
 impl Letters {
@@ -96,6 +108,7 @@ impl Letters {
             client,
             topics,
             producers: Mutex::new(HashMap::new()),
+            failures: AtomicU32::new(0),
         }
     }
 
@@ -363,6 +376,13 @@ mod tests {
             named.dead_letter_topic("persistent://public/default/t"),
             "persistent://public/default/mine"
         );
+    }
+
+    #[test]
+    fn failed_forwards_back_off_from_100_ms_to_10_s() {
+        let ms = |n| failure_backoff(n).as_millis();
+        assert_eq!([ms(1), ms(2), ms(3), ms(7)], [100, 200, 400, 6400]);
+        assert_eq!((ms(8), ms(9), ms(u32::MAX)), (10_000, 10_000, 10_000));
     }
 
     #[test]
