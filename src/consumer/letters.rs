@@ -122,13 +122,26 @@ impl Letters {
     ///
     /// # Errors
     /// [`ConsumerError::InitialSubscription`] or [`ConsumerError::Letter`];
-    /// the caller must not ack the original then.
+    /// the caller must not ack the original then. A failure returns after
+    /// [`failure_backoff`], so the redelivery it leads to does not come
+    /// back at once.
     pub(crate) async fn forward(&self, message: &Message) -> Result<MessageId, ConsumerError> {
         let properties =
             dead_letter::dead_letter_properties(sorted(message), message.topic(), message.id());
         let topic = self.topics.dead_letter_topic(message.topic());
-        self.publish(&topic, true, copy_of(message, properties))
-            .await
+        let result = self
+            .publish(&topic, true, copy_of(message, properties))
+            .await;
+        if result.is_ok() {
+            self.failures.store(0, Ordering::Relaxed);
+        } else {
+            let failures = self
+                .failures
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
+            tokio::time::sleep(failure_backoff(failures)).await;
+        }
+        result
     }
 
     /// Publishes `message` to the retry topic with `delay` and `custom`

@@ -282,7 +282,7 @@ fn redelivered(consumer: u64, entry: u64, text: &'static str, count: u32) -> Fra
 }
 
 /// A dead-letter forward acks the original only after the copy's receipt:
-/// a failed publish redelivers it (no ack), the next delivery is forwarded
+/// a failed publish redelivers it (no ack, after a 100 ms backoff), the next delivery is forwarded
 /// again and acked once the broker confirms. The application never sees it.
 #[tokio::test(start_paused = true)]
 async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
@@ -345,6 +345,8 @@ async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
             "{props:?}"
         );
         let sequence = send.command.send.as_ref().expect("send").sequence_id;
+        // Paused clock: the backoff before the redelivery is exact.
+        let failed_at = tokio::time::Instant::now();
         broker
             .send(BaseCommand {
                 r#type: Type::SendError as i32,
@@ -365,6 +367,11 @@ async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
             .expect("body")
             .message_ids;
         assert_eq!(ids, &[MessageId::new(1, 5).to_proto()]);
+        assert_eq!(
+            failed_at.elapsed(),
+            Duration::from_millis(100),
+            "the first failure backs off 100 ms"
+        );
 
         // Back with count 3: forwarded again; this time the broker confirms
         // and only then the original is acked.
