@@ -376,6 +376,10 @@ impl Consumer {
 
     /// Closes the consumer: unacked messages return to the subscription.
     ///
+    /// Dead-letter forwards in flight are finished first (their originals
+    /// acked once the copies are confirmed), so this may wait up to the
+    /// dead-letter producer's send timeout.
+    ///
     /// # Errors
     /// [`ConsumerError::Closed`] if it was closed already.
     pub async fn close(&self) -> Result<(), ConsumerError> {

@@ -386,3 +386,35 @@ async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
     })
     .await;
 }
+
+/// A dead-letter publish that hangs does not hold up the consumer: while
+/// the broker leaves the DLQ's metadata request unanswered, another
+/// message is delivered and its ACK goes out.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_dead_letter_publish_does_not_stall_the_consumer() {
+    use pulsar_wire::consumer::DeadLetterPolicy;
+
+    guard("dead letter off the loop", async {
+        let net = FakeNetwork::default();
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .dead_letter_policy(DeadLetterPolicy::after_redeliveries(1))
+        })
+        .await;
+        broker.send_frame(redelivered(id, 5, "poison", 1)).await;
+        let meta = broker.expect(Type::PartitionedMetadata).await;
+        assert_eq!(
+            crate::common::fake_broker::topic_of(&meta),
+            format!("{TOPIC}-sub-DLQ")
+        );
+        // Never answered. Meanwhile:
+        broker.send_frame(redelivered(id, 6, "fine", 0)).await;
+        let m = consumer.receive().await.expect("receive");
+        assert_eq!(m.payload().as_ref(), b"fine");
+        consumer.ack(&m).await.expect("ack");
+        let ack = broker.expect(Type::Ack).await;
+        let body = ack.command.ack.as_ref().expect("body");
+        assert_eq!(body.message_id, [MessageId::new(1, 6).to_proto()]);
+    })
+    .await;
+}
