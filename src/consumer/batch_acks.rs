@@ -55,7 +55,9 @@ impl Entry {
     fn ack_set(&self) -> Vec<i64> {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
         if let (Some(last), tail @ 1..) = (words.last_mut(), self.size % 64) {
-            *last &= (1_i64 << tail) - 1;
+            // In u64: for a tail of 63, `1_i64 << 63` is i64::MIN and
+            // subtracting 1 would overflow.
+            *last &= ((1_u64 << tail) - 1) as i64;
         }
         words
     }
