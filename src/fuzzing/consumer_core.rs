@@ -21,6 +21,9 @@ use crate::consumer::{
     SubscriptionType,
 };
 
+/// The largest batch: member indexes and sizes up to it each take one byte.
+const MAX_BATCH: u32 = 70;
+
 const KINDS: [SubscriptionType; 4] = [
     SubscriptionType::Exclusive,
     SubscriptionType::Shared,
@@ -147,8 +150,10 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
             1 => {
                 let entry = MessageId::new(1, u.int_in_range(0..=12)?);
                 let (id, batch_size) = if u.arbitrary()? {
-                    let size = u.int_in_range(1..=4)?;
-                    (entry.with_batch_index(u.int_in_range(0..=4)?), Some(size))
+                    // Past 64 members the ack_set takes a second word.
+                    let size = u.int_in_range(1..=MAX_BATCH)?;
+                    let index = u.int_in_range(0..=MAX_BATCH as i32)?;
+                    (entry.with_batch_index(index), Some(size))
                 } else {
                     (entry, None)
                 };
@@ -166,10 +171,10 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
             }
             2 => {
                 let entry = MessageId::new(1, u.int_in_range(0..=12)?);
-                let size = u.int_in_range(1..=4)?;
+                let size = u.int_in_range(1..=MAX_BATCH)?;
                 let mut skipped = Vec::new();
                 for _ in 0..u.int_in_range(0..=4_u8)? {
-                    skipped.push(u.int_in_range(-1..=5)?);
+                    skipped.push(u.int_in_range(-1..=MAX_BATCH as i32)?);
                 }
                 seen.entries.insert(entry);
                 core.on_skipped_members(entry, size, &skipped);
