@@ -264,3 +264,88 @@ async fn a_backlog_many_times_the_queue_is_consumed_to_the_end() {
     })
     .await;
 }
+
+/// Issue 5 on a real broker: members acked with batch index ack (here by a
+/// raw consumer, as another client would) are left out when the entry is
+/// redelivered, with an `ack_set`; acking the members that do come must
+/// ack the entry, so nothing is left.
+#[tokio::test]
+async fn a_batch_redelivered_with_an_ack_set_is_done_once_the_rest_is_acked() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite acks the whole entry on a batch index ack, so it never redelivers with an ack_set",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("redelivery with an ack_set", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-ack-set");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        let entry = producer.send_batch(&["b0", "b1", "b2", "b3"]).await;
+        ack_members_raw(&client, &topic, entry.entry(), 0b1010).await;
+
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        let rest = take(&mut c, 2).await;
+        let texts: Vec<String> = rest.iter().map(text).collect();
+        assert_eq!(texts, ["b1", "b3"], "members 0 and 2 were acked");
+        for m in &rest {
+            c.ack(m).await.expect("ack");
+        }
+        c.close().await.expect("close");
+
+        let mut c = shared(&client, &topic, "s", 1000).await;
+        producer.send("last").await;
+        let m = c.receive().await.expect("receive");
+        assert_eq!(text(&m), "last", "the entry was acked as a whole");
+    })
+    .await;
+}
+
+/// Subscribes to `topic` as subscription "s" with raw frames, waits for
+/// `entry`, acks it with `ack_set` (bit set = member still unacked) and
+/// closes the consumer.
+async fn ack_members_raw(client: &Client, topic: &str, entry: MessageId, ack_set: i64) {
+    use pulsar_wire::connection::ConsumerEvent;
+    use pulsar_wire::proto::{command_ack::AckType, command_subscribe};
+
+    let name: TopicName = topic.parse().expect("topic");
+    let conn = client.lookup(&name).await.expect("lookup");
+    let id = conn.next_consumer_id();
+    let (mailbox, mut events) = mpsc::unbounded_channel();
+    conn.register_consumer(id, mailbox).await.expect("register");
+    conn.request("SUBSCRIBE", |request| {
+        commands::subscribe(proto::CommandSubscribe {
+            topic: topic.to_owned(),
+            subscription: "s".into(),
+            sub_type: command_subscribe::SubType::Shared as i32,
+            consumer_id: id.0,
+            request_id: request.0,
+            initial_position: Some(command_subscribe::InitialPosition::Earliest as i32),
+            ..proto::CommandSubscribe::default()
+        })
+    })
+    .await
+    .expect("subscribe");
+    conn.send_control(commands::flow(id, 100))
+        .await
+        .expect("flow");
+    loop {
+        match events.recv().await {
+            Some(ConsumerEvent::Message { message_id, .. }) if message_id.entry() == entry => break,
+            Some(_) => {}
+            None => panic!("mailbox ended before the batch arrived"),
+        }
+    }
+    let mut acked = entry.to_proto();
+    acked.ack_set = vec![ack_set];
+    conn.send_control(commands::ack(id, [acked], AckType::Individual, None))
+        .await
+        .expect("ack");
+    conn.request("CLOSE_CONSUMER", |request| {
+        commands::close_consumer(id, request)
+    })
+    .await
+    .expect("close consumer");
+    conn.unregister_consumer(id).await;
+}
