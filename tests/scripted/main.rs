@@ -13,5 +13,6 @@ mod consume;
 mod dead_letter;
 mod handshake;
 mod hostile;
+mod hostile_entries;
 mod lookup;
 mod produce;
