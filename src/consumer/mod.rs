@@ -26,7 +26,7 @@ mod message;
 pub mod nack;
 mod permits;
 mod reader;
-mod receive;
+pub(crate) mod receive;
 mod retry;
 mod run;
 mod subscribe;

@@ -22,7 +22,10 @@ pub(super) const TOPIC: &str = "persistent://public/default/scripted";
 
 /// A consumer of `TOPIC`, subscribed through the scripted broker; returns
 /// it with the broker and the consumer id it subscribed with.
-async fn subscribed(net: &FakeNetwork, kind: SubscriptionType) -> (Consumer, FakeBroker, u64) {
+pub(super) async fn subscribed(
+    net: &FakeNetwork,
+    kind: SubscriptionType,
+) -> (Consumer, FakeBroker, u64) {
     subscribed_with(net, |b| b.subscription_type(kind)).await
 }
 
@@ -58,7 +61,7 @@ pub(super) async fn subscribed_with(
 }
 
 /// Answers LOOKUP and SUBSCRIBE, expects the first FLOW; returns the consumer id.
-async fn attach(broker: &mut FakeBroker) -> u64 {
+pub(super) async fn attach(broker: &mut FakeBroker) -> u64 {
     let lookup = broker.expect(Type::Lookup).await;
     let here = format!("pulsar://{SERVICE}");
     broker

@@ -12,5 +12,6 @@ mod connection;
 mod consume;
 mod dead_letter;
 mod handshake;
+mod hostile;
 mod lookup;
 mod produce;

@@ -349,6 +349,10 @@ impl Driver {
                                 warn!(topic = %sub.name, error = %e, "message refused by the consumer core");
                             }
                         }
+                        if let Some(size) = unpacked.batch_size {
+                            sub.core
+                                .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
+                        }
                         unpacked.skipped.len() as u32
                     }
                     Err(e) => {
