@@ -253,21 +253,39 @@ async fn receivers_fail_once_the_subscription_cannot_come_back() {
                 ..BaseCommand::default()
             })
             .await;
-        // Every attempt to subscribe again is refused at the lookup.
-        for _ in 0..10 {
+        // Passing trouble is retried (with backoff, no limit): five
+        // attempts find the broker not ready...
+        for _ in 0..5 {
             let lookup = broker.expect(Type::Lookup).await;
-            let refused = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
-            broker.send(refused).await;
+            let busy = answer::error(request_id(&lookup), ServerError::ServiceNotReady, "busy");
+            broker.send(busy).await;
         }
+        // ...then the topic is gone for good: the consumer gives up.
+        let lookup = broker.expect(Type::Lookup).await;
+        let refused = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
+        broker.send(refused).await;
         let (mut consumer, result) = waiting.await.expect("task");
         assert!(
-            matches!(result, Err(ConsumerError::Lost { attempts: 10, .. })),
+            matches!(result, Err(ConsumerError::Lost { attempts: 6, .. })),
             "{result:?}"
         );
         assert!(matches!(
             consumer.try_receive().await,
             Err(ConsumerError::Lost { .. })
         ));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_while_subscribing_again_returns_at_once() {
+    let net = FakeNetwork::new();
+    guard("close while resubscribing", async {
+        let (consumer, broker, _) = subscribed(&net, SubscriptionType::Shared).await;
+        drop(broker);
+        // The service listener is gone too: every attempt is refused, and
+        // the consumer keeps trying in the background until it is closed.
+        consumer.close().await.expect("close");
     })
     .await;
 }
