@@ -55,7 +55,7 @@ impl Entry {
     fn ack_set(&self) -> Vec<i64> {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
         if let (Some(last), tail @ 1..) = (words.last_mut(), self.size % 64) {
-            *last &= (1_i64 << tail) - 1;
+            *last &= (1_i64 << tail).wrapping_sub(1); // tail 63: no overflow
         }
         words
     }
