@@ -9,6 +9,7 @@ mod client;
 mod consume;
 mod produce;
 mod raw_reader;
+mod resilience;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;
