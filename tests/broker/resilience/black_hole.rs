@@ -1,11 +1,13 @@
 //! A connection that stops carrying bytes with its sockets still open (a
 //! black hole: no RST, no FIN) is found dead by the client's keepalive,
-//! and the producer and consumer carry on over a new connection.
+//! and the producer and consumer carry on over a new connection; so they
+//! do after reconnect attempts that are reset, closed mid-frame or slow.
 
 use std::time::Duration;
 
 use super::*;
 use crate::common::broker::{BrokerKind, BrokerOptions, skip_unless};
+use crate::common::fault_proxy::Plan;
 use crate::common::unique_topic;
 
 #[tokio::test]
@@ -79,6 +81,47 @@ async fn a_black_holed_connection_is_declared_dead_by_keepalive_and_the_handles_
     assert!(
         proxy.accepted() >= 2,
         "a new connection: {}",
+        proxy.accepted()
+    );
+    producer.close().await.expect("close producer");
+    consumer.close().await.expect("close consumer");
+}
+
+#[tokio::test]
+async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_slow_link() {
+    let broker = TestBroker::start().await;
+    let proxy = FaultProxy::start(broker.addr()).await;
+    let topic = unique_topic("faults");
+    let client = proxied(&broker, &proxy, Duration::from_secs(30)).await;
+    let producer = client.producer(&topic).create().await.expect("producer");
+    let mut consumer = fresh_consumer(&client, &topic, "faults").await;
+    // The next connections: reset before any byte, then closed 20 bytes
+    // into the broker's answer (CONNECTED is longer: mid-frame), then
+    // every later one forwarded slowly.
+    proxy.push_plan(Plan::Reset);
+    proxy.push_plan(Plan::CloseAfter(20));
+    proxy.set_default(Plan::Delay(Duration::from_millis(5)));
+    proxy.cut_all();
+    guard("through the faulty reconnects", async {
+        for i in 0..10 {
+            producer
+                .send(body(i))
+                .await
+                .expect("queued")
+                .await
+                .expect("stored");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        while seen.len() < 10 {
+            let m = consumer.receive().await.expect("receive");
+            consumer.ack(&m).await.expect("ack");
+            seen.insert(number(m.payload()).expect("a test payload"));
+        }
+    })
+    .await;
+    assert!(
+        proxy.accepted() >= 4,
+        "one good, one reset, one cut mid-frame, then slow ones: {}",
         proxy.accepted()
     );
     producer.close().await.expect("close producer");
