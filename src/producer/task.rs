@@ -304,57 +304,6 @@ impl Driver {
         }
     }
 
-    /// Moves every sealed entry, in order, into the in-flight queue, then
-    /// writes what the current connection has not had yet (nothing while
-    /// the producer is being re-created).
-    async fn write_ready(&mut self) {
-        while let Some(sealed) = self.batcher.poll_ready() {
-            let entry = match sealed {
-                Ok(entry) => entry,
-                Err(SealError { tokens, error }) => {
-                    self.fail(
-                        tokens,
-                        &ProducerError::Compression(std::sync::Arc::new(error)),
-                    );
-                    continue;
-                }
-            };
-            let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
-            if size > max {
-                self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
-                continue;
-            }
-            let payload = Payload {
-                broker_entry_metadata: None,
-                checksum: Checksum::Valid,
-                metadata: entry.metadata,
-                data: entry.payload,
-            };
-            self.pending.push(
-                clock::now(),
-                entry.first,
-                entry.last,
-                entry.batched,
-                entry.uncompressed,
-                entry.tokens,
-                payload,
-            );
-        }
-        while self.link.is_up() && self.dead.is_none() {
-            let Some((first, count, payload)) = self.pending.take_unsent() else {
-                break;
-            };
-            let num = i32::try_from(count).unwrap_or(i32::MAX);
-            let frame = Frame {
-                command: commands::send(self.p.id, SequenceId(first), num),
-                payload: Some(payload.clone()),
-            };
-            if let Err(e) = self.p.conn.send_payload(frame).await {
-                self.lose(ProducerError::ConnectionLost(e), None, false);
-            }
-        }
-    }
-
     /// Answers the flushes whose messages have all been answered.
     fn resolve_flushes(&mut self) {
         if self.dead.is_some() {
