@@ -289,3 +289,49 @@ async fn close_while_subscribing_again_returns_at_once() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn topic_migrated_subscribes_again_straight_at_the_named_broker() {
+    use pulsar_wire::proto::command_topic_migrated::ResourceType;
+    let net = FakeNetwork::new();
+    let mut other = net.listen("other:6650");
+    guard("migrated", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        broker
+            .send(BaseCommand {
+                r#type: Type::TopicMigrated as i32,
+                topic_migrated: Some(Box::new(proto::CommandTopicMigrated {
+                    resource_id: id,
+                    resource_type: ResourceType::Consumer as i32,
+                    broker_service_url: Some("pulsar://other:6650".into()),
+                    broker_service_url_tls: None,
+                })),
+                ..BaseCommand::default()
+            })
+            .await;
+        let mut moved = other.accept().await;
+        moved.handshake().await;
+        // No lookup: SUBSCRIBE is the first request there, with a new epoch.
+        let subscribe = moved.expect(Type::Subscribe).await;
+        let body = subscribe.command.subscribe.as_ref().expect("body");
+        assert_eq!(
+            body.consumer_epoch,
+            Some(1),
+            "the core moved to a new epoch"
+        );
+        let again = body.consumer_id;
+        moved.send(answer::success(body.request_id)).await;
+        let flow = moved.expect(Type::Flow).await;
+        assert_eq!(
+            flow.command.flow.as_ref().map(|f| f.message_permits),
+            Some(1000)
+        );
+        moved
+            .send_frame(message(again, 9, "moved", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("receive");
+        assert_eq!(m.id(), MessageId::new(1, 9));
+        assert_eq!(net.connects("other:6650"), 1);
+    })
+    .await;
+}
