@@ -103,6 +103,19 @@ impl<T, S> Pending<T, S> {
         Some((entry.first, entry.tokens.len(), &entry.send))
     }
 
+    /// Takes back the entry [`take_unsent`](Self::take_unsent) handed out
+    /// last, because it could not be written at all (too large for the
+    /// broker): its tokens, to fail. Receipts then skip it, as the broker
+    /// never saw it.
+    pub(crate) fn remove_last_taken(&mut self) -> Option<Vec<T>> {
+        let index = self.written.checked_sub(1)?;
+        let entry = self.queue.remove(index)?;
+        self.written = index;
+        self.messages -= entry.tokens.len();
+        self.bytes -= entry.bytes;
+        Some(entry.tokens)
+    }
+
     /// The connection changed: every entry is unsent again, to be written
     /// anew in its original order with its original sequence ids.
     pub(crate) fn rewind(&mut self) {
@@ -358,5 +371,23 @@ mod tests {
         // Draining (the producer ends) forgets everything.
         assert_eq!(p.drain(), [6, 7]);
         assert_eq!((p.unsent(), p.take_unsent()), (0, None));
+    }
+
+    #[test]
+    fn an_entry_that_cannot_be_written_is_taken_back_and_receipts_skip_it() {
+        let t0 = crate::clock::now();
+        let mut p = Pending::default();
+        assert_eq!(p.remove_last_taken(), None);
+        p.push(t0, 0, 0, false, 1, vec!["a"], ());
+        p.push(t0, 1, 1, false, 9, vec!["huge"], ());
+        p.push(t0, 2, 2, false, 1, vec!["c"], ());
+        p.take_unsent();
+        p.take_unsent();
+        assert_eq!(p.remove_last_taken(), Some(vec!["huge"]));
+        assert_eq!((p.messages(), p.bytes()), (2, 2));
+        assert_eq!(p.take_unsent().map(|(first, ..)| first), Some(2));
+        assert_eq!(p.on_receipt(0, id(0)).unwrap(), [("a", id(0))]);
+        assert_eq!(p.on_receipt(2, id(2)).unwrap(), [("c", id(2))]);
+        assert!(p.is_empty());
     }
 }

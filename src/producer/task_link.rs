@@ -11,7 +11,7 @@ use tracing::info;
 
 use super::*;
 use crate::client::backoff::Backoff;
-use crate::connection::BrokerHint;
+use crate::connection::{BrokerHint, ConnectionError};
 use crate::producer::connect::{self, Old, retryable};
 
 type Attempt = BoxFuture<'static, Result<Created, ProducerError>>;
@@ -135,8 +135,14 @@ impl Driver {
                 command: commands::send(self.p.id, SequenceId(first), num),
                 payload: Some(payload.clone()),
             };
-            if let Err(e) = self.p.conn.send_payload(frame).await {
-                self.lose(ProducerError::ConnectionLost(e), None, false);
+            match self.p.conn.send_payload(frame).await {
+                Ok(()) => {}
+                // Never written, and it never will be: fail it, not the link.
+                Err(ConnectionError::TooLarge { size, max }) => {
+                    let tokens = self.pending.remove_last_taken().unwrap_or_default();
+                    self.fail(tokens, &ProducerError::MessageTooLarge { size, max });
+                }
+                Err(e) => self.lose(ProducerError::ConnectionLost(e), None, false),
             }
         }
     }
