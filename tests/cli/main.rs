@@ -6,6 +6,7 @@
 mod common;
 
 mod failures;
+mod letters;
 mod perf;
 mod round_trip;
 
@@ -51,16 +52,35 @@ pub async fn pulsar_wire(url: &str, args: &[&str]) -> Run {
 
 /// Runs `pulsar-wire ARGS...` without adding `--url`.
 pub async fn run_raw(args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pulsar-wire"))
+    finish(spawn(args)).await
+}
+
+/// Starts `pulsar-wire ARGS...` (killed if dropped).
+pub fn spawn(args: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_pulsar-wire"))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("spawn pulsar-wire");
-    let what = format!("pulsar-wire {}", args.join(" "));
-    let out = common::guard(&what, child.wait_with_output())
+        .expect("spawn pulsar-wire")
+}
+
+/// Sends SIGINT (Ctrl-C) to a running `pulsar-wire`.
+pub fn interrupt(child: &tokio::process::Child) {
+    let pid = child.id().expect("still running") as libc::pid_t;
+    // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGINT) },
+        0,
+        "kill -INT {pid}"
+    );
+}
+
+/// Waits for a spawned run to end (under the hang guard).
+pub async fn finish(child: tokio::process::Child) -> Run {
+    let out = common::guard("pulsar-wire run", child.wait_with_output())
         .await
         .expect("wait for pulsar-wire");
     Run {

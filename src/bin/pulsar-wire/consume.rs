@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+use pulsar_wire::consumer::{DeadLetterPolicy, InitialPosition, SubscriptionType};
 use pulsar_wire::{Client, Consumer, Message};
 
 use crate::BoxError;
@@ -46,6 +46,22 @@ pub(crate) struct Args {
     /// How many messages the broker may push ahead of the application.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     receiver_queue: u32,
+
+    /// Forward a message to the dead-letter topic instead of delivering it
+    /// once it was redelivered N times (Shared and Key_Shared).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_redeliver: Option<u32>,
+
+    /// The dead-letter topic (default `<topic>-<subscription>-DLQ`).
+    #[arg(long, value_name = "TOPIC", requires = "max_redeliver")]
+    dlq_topic: Option<String>,
+
+    /// Instead of an outcome, send each message to the retry-letter topic
+    /// (`<topic>-<subscription>-RETRY`), to come back after MS
+    /// milliseconds; after --max-redeliver (default 16) rounds it goes to
+    /// the dead-letter topic.
+    #[arg(long, value_name = "MS", conflicts_with = "outcome")]
+    retry_later_ms: Option<u64>,
 }
 
 /// A subscription type, as named on the command line.
@@ -95,16 +111,6 @@ pub(crate) enum Outcome {
     None,
 }
 
-impl Outcome {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Ack => "ack",
-            Self::Nack => "nack",
-            Self::None => "none",
-        }
-    }
-}
-
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     let mut builder = client
         .consumer(args.topic.as_str(), args.subscription.as_str())
@@ -113,6 +119,15 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .receiver_queue_size(args.receiver_queue);
     if let Some(ms) = args.ack_timeout_ms {
         builder = builder.ack_timeout(Duration::from_millis(ms));
+    }
+    if let Some(n) = args.max_redeliver {
+        builder = builder.dead_letter_policy(DeadLetterPolicy {
+            dead_letter_topic: args.dlq_topic.clone(),
+            ..DeadLetterPolicy::after_redeliveries(n)
+        });
+    }
+    if args.retry_later_ms.is_some() {
+        builder = builder.enable_retry(true);
     }
     let mut consumer = builder.subscribe().await?;
     let outcome = consume(&mut consumer, &args).await;
@@ -141,12 +156,24 @@ async fn consume(consumer: &mut Consumer, args: &Args) -> Result<(), BoxError> {
             },
             _ = &mut ctrl_c => break,
         };
-        match args.outcome {
-            Outcome::Ack => consumer.ack(&msg).await?,
-            Outcome::Nack => consumer.nack(&msg)?,
-            Outcome::None => {}
-        }
-        crate::print_json(&message_line(&msg, args.outcome.name()))?;
+        let applied = match (args.retry_later_ms, args.outcome) {
+            (Some(ms), _) => {
+                consumer
+                    .reconsume_later(&msg, Duration::from_millis(ms))
+                    .await?;
+                "retry_later"
+            }
+            (None, Outcome::Ack) => {
+                consumer.ack(&msg).await?;
+                "ack"
+            }
+            (None, Outcome::Nack) => {
+                consumer.nack(&msg)?;
+                "nack"
+            }
+            (None, Outcome::None) => "none",
+        };
+        crate::print_json(&message_line(&msg, applied))?;
         seen += 1;
     }
     Ok(())
