@@ -55,7 +55,9 @@ impl Entry {
     fn ack_set(&self) -> Vec<i64> {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
         if let (Some(last), tail @ 1..) = (words.last_mut(), self.size % 64) {
-            *last &= (1_i64 << tail) - 1;
+            // In u64: for a tail of 63, `1_i64 << 63` is i64::MIN and
+            // subtracting 1 would overflow.
+            *last &= ((1_u64 << tail) - 1) as i64;
         }
         words
     }
@@ -248,6 +250,18 @@ mod tests {
             panic!("partial")
         };
         assert_eq!(set, vec![-1, 0b11_1101]);
+    }
+
+    #[test]
+    fn a_batch_of_63_masks_its_tail_without_overflow() {
+        let mut acks = BatchAcks::default();
+        for i in 0..63 {
+            acks.arrive(member(1, i), 63, false);
+        }
+        let MemberAck::Partial(_, set) = acks.ack(member(1, 0), false) else {
+            panic!("partial")
+        };
+        assert_eq!(set, vec![i64::MAX - 1]);
     }
 
     #[test]

@@ -8,8 +8,10 @@
 
 mod attach;
 mod execute;
+mod forward;
 
 pub(crate) use attach::expand;
+pub(crate) use forward::Forwards;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -89,7 +91,7 @@ struct Sub {
 type Events = SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
 
 /// The settings the task needs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) client: Client,
     pub(crate) options: SubscribeOptions,
@@ -97,6 +99,8 @@ pub(crate) struct Settings {
     pub(crate) ack_receipts: bool,
     /// Group individual acks into one ACK frame per this interval.
     pub(crate) ack_group_time: Option<Duration>,
+    /// Dead-letter forwards: where they go, and those in flight.
+    pub(crate) forwards: Forwards,
 }
 
 pub(crate) struct Driver {
@@ -142,12 +146,17 @@ impl Driver {
                         }
                     }
                     None => {
+                        self.settle_forwards().await;
                         self.close_all().await;
+                        self.settings.forwards.close().await;
                         return;
                     }
                 },
                 Some((index, generation, event)) = self.events.next() => {
                     self.on_event(index, generation, event).await;
+                }
+                Some(forwarded) = self.settings.forwards.done.recv() => {
+                    self.on_forwarded(forwarded).await;
                 }
                 () = sleep => {
                     let now = clock::now();
@@ -206,11 +215,14 @@ impl Driver {
                 if done {
                     // The broker removed the consumers with the subscription.
                     self.detach_all(false).await;
+                    self.settings.forwards.close().await;
                     return true;
                 }
             }
             Command::Close(reply) => {
+                self.settle_forwards().await;
                 self.close_all().await;
+                self.settings.forwards.close().await;
                 let _ = reply.send(Ok(()));
                 return true;
             }
