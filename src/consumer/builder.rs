@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::client::{Client, TopicName};
 
 use super::consumer_error::ConsumerError;
-use super::letters::DEFAULT_MAX_RECONSUMETIMES;
+use super::letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
 use super::{
     ConfigError, CoreConfig, DeadLetterPolicy, NackPolicy, RedeliveryBackoff, SubscriptionType,

@@ -20,6 +20,7 @@ mod core;
 pub mod dead_letter;
 mod error;
 mod id_index;
+mod letter_copy;
 mod letters;
 mod message;
 pub mod nack;
@@ -51,7 +52,7 @@ pub use unacked::UnackedTracker;
 
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
 pub use consumer_error::ConsumerError;
-pub use letters::DEFAULT_MAX_RECONSUMETIMES;
+pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
 pub use receive::UnpackError;
@@ -136,7 +137,7 @@ impl ConsumerBuilder {
         let core = self.core_config();
         let letters = match (&core.dead_letter, topics.first()) {
             (Some(policy), Some(first)) => {
-                let names = letters::LetterTopics::new(
+                let names = letter_copy::LetterTopics::new(
                     policy.clone(),
                     self.options.subscription.clone(),
                     first,

@@ -10,6 +10,7 @@ mod common;
 mod auth;
 mod connection;
 mod consume;
+mod dead_letter;
 mod handshake;
 mod lookup;
 mod produce;
