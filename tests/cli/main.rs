@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod demo;
 mod failures;
 mod letters;
 mod perf;

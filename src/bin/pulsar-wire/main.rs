@@ -10,6 +10,8 @@
 //! piped into `jq` or a test.
 
 mod consume;
+mod demo;
+mod embedded;
 mod perf;
 mod perf_consume;
 mod perf_produce;
@@ -25,9 +27,11 @@ use pulsar_wire::Client;
 #[derive(Debug, Parser)]
 #[command(name = "pulsar-wire", version, about, long_about = None)]
 struct Cli {
-    /// The cluster: pulsar://host[:port] (or pulsar+ssl:// with the `tls` feature).
-    #[arg(long, global = true, default_value = "pulsar://127.0.0.1:6650")]
-    url: String,
+    /// The cluster: pulsar://host[:port] (or pulsar+ssl:// with the `tls`
+    /// feature). Default: pulsar://127.0.0.1:6650; `demo` without it starts
+    /// an embedded broker.
+    #[arg(long, global = true)]
+    url: Option<String>,
 
     /// How long connecting to a broker may take, in milliseconds.
     #[arg(long, global = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -48,6 +52,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: start an embedded broker (unless --url is given), then
+    /// produce and consume a few hundred messages whose handler acks, nacks,
+    /// times out, panics, retries later and dead-letters them, live.
+    Demo(demo::Args),
     /// Send messages and print one JSON line per confirmed message.
     Produce(produce::Args),
     /// Receive messages and print one JSON line per message.
@@ -82,20 +90,41 @@ fn main() -> ExitCode {
     }
 }
 
+/// The service URL when `--url` is not given.
+const DEFAULT_URL: &str = "pulsar://127.0.0.1:6650";
+
 async fn run(cli: Cli) -> Result<(), BoxError> {
+    let embedded = match (&cli.command, &cli.url) {
+        (Command::Demo(_), None) => {
+            let broker = embedded::EmbeddedBroker::start()?;
+            eprintln!(
+                "started an embedded pulsar-lite at {}",
+                broker.service_url()
+            );
+            Some(broker)
+        }
+        _ => None,
+    };
+    let url = match (&embedded, cli.url) {
+        (Some(broker), _) => broker.service_url(),
+        (None, url) => url.unwrap_or_else(|| DEFAULT_URL.to_owned()),
+    };
     let client = Client::builder()
-        .service_url(cli.url.as_str())
+        .service_url(url)
         .connection_timeout(Duration::from_millis(cli.connect_timeout_ms))
         .operation_timeout(Duration::from_millis(cli.operation_timeout_ms))
         .build()
         .await?;
     let result = match cli.command {
+        Command::Demo(args) => demo::run(&client, args).await,
         Command::Produce(args) => produce::run(&client, args).await,
         Command::Consume(args) => consume::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Produce(args)) => perf_produce::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Consume(args)) => perf_consume::run(&client, args).await,
     };
     client.close().await;
+    // The embedded broker (if any) stops only after the client is closed.
+    drop(embedded);
     result
 }
 
