@@ -5,6 +5,7 @@
 //! consumers are built on top of it.
 
 mod address;
+pub(crate) mod backoff;
 mod connector;
 mod error;
 mod lookup;
@@ -86,6 +87,28 @@ impl Client {
     /// reached, [`ClientError::Closed`] after [`close`](Self::close).
     pub async fn lookup(&self, topic: &TopicName) -> Result<Connection, ClientError> {
         lookup::lookup(&self.inner.pool, &self.inner.service, topic).await
+    }
+
+    /// The connection a producer or consumer of `topic` reconnects on: to
+    /// the broker the broker named (CLOSE_PRODUCER / CLOSE_CONSUMER /
+    /// TOPIC_MIGRATED carry its URLs; the one of this client's scheme is
+    /// used), or found by a fresh lookup when it named none.
+    pub(crate) async fn reconnect_to(
+        &self,
+        topic: &TopicName,
+        hint: Option<&crate::connection::BrokerHint>,
+    ) -> Result<Connection, ClientError> {
+        let named = hint.and_then(|h| match self.inner.service.is_tls() {
+            true => h.broker_url_tls.as_deref(),
+            false => h.broker_url.as_deref(),
+        });
+        match named.filter(|url| !url.is_empty()) {
+            Some(url) => {
+                let broker = BrokerAddress::from_url(url)?;
+                self.inner.pool.get(&broker, &broker).await
+            }
+            None => self.lookup(topic).await,
+        }
     }
 
     /// How many partitions `topic` has; 0 for a topic that is not partitioned.

@@ -82,8 +82,6 @@ struct Inner {
     control: mpsc::Sender<Command>,
     data: mpsc::Sender<Frame>,
     next_request: AtomicU64,
-    next_producer: AtomicU64,
-    next_consumer: AtomicU64,
     /// `Some(error)` once the actor has ended.
     state: watch::Receiver<Option<ConnectionError>>,
     max_message_size: usize,
@@ -144,8 +142,6 @@ impl Connection {
                 control: control_tx,
                 data: data_tx,
                 next_request: AtomicU64::new(0),
-                next_producer: AtomicU64::new(0),
-                next_consumer: AtomicU64::new(0),
                 state: state_rx,
                 max_message_size: connected.max_message_size,
             }),
@@ -273,14 +269,21 @@ impl Connection {
     }
 
     /// A producer id never used before on this connection.
+    ///
+    /// Ids are unique in the whole process, not only per connection: a
+    /// broker may still hold a producer or consumer of a connection that was
+    /// reset (pulsar-lite does, and closes the new connection when an id
+    /// comes again), so a reconnect must not start over at 0.
     pub fn next_producer_id(&self) -> ProducerId {
-        ProducerId(self.inner.next_producer.fetch_add(1, Ordering::Relaxed))
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        ProducerId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 
     /// A consumer id never used before on this connection (use a fresh one
-    /// for every subscribe attempt).
+    /// for every subscribe attempt); unique in the process, as producer ids.
     pub fn next_consumer_id(&self) -> ConsumerId {
-        ConsumerId(self.inner.next_consumer.fetch_add(1, Ordering::Relaxed))
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        ConsumerId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The largest message the broker accepts (CONNECTED's

@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use super::id_hash::IdBuildHasher;
+
 use crate::MessageId;
 
 #[derive(Debug)]
@@ -77,7 +79,7 @@ pub(crate) enum MemberAck {
 /// Per-entry member bookkeeping, keyed by the entry's id.
 #[derive(Debug, Default)]
 pub(crate) struct BatchAcks {
-    entries: HashMap<MessageId, Entry>,
+    entries: HashMap<MessageId, Entry, IdBuildHasher>,
 }
 
 impl BatchAcks {
@@ -222,7 +224,10 @@ impl BatchAcks {
         }
     }
 
-    fn outcome(entries: &mut HashMap<MessageId, Entry>, key: MessageId) -> MemberAck {
+    fn outcome(
+        entries: &mut HashMap<MessageId, Entry, IdBuildHasher>,
+        key: MessageId,
+    ) -> MemberAck {
         match entries.get(&key) {
             Some(entry) if entry.is_complete() => {
                 entries.remove(&key);

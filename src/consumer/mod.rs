@@ -19,6 +19,7 @@ mod consumer_error;
 mod core;
 pub mod dead_letter;
 mod error;
+mod id_hash;
 mod id_index;
 mod letter_copy;
 mod letters;

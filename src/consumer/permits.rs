@@ -27,13 +27,14 @@ use std::collections::{HashSet, VecDeque};
 use crate::MessageId;
 
 use super::actions::Incoming;
+use super::id_hash::IdBuildHasher;
 
 /// Messages received and not yet taken by the application, each id once,
 /// with the permits they give back.
 #[derive(Debug)]
 pub(crate) struct ReceiverQueue<M> {
     queue: VecDeque<Incoming<M>>,
-    ids: HashSet<MessageId>,
+    ids: HashSet<MessageId, IdBuildHasher>,
     permits: Permits,
     subscribed: bool,
 }
@@ -43,7 +44,7 @@ impl<M> ReceiverQueue<M> {
     pub(crate) fn new(size: u32) -> Self {
         Self {
             queue: VecDeque::new(),
-            ids: HashSet::new(),
+            ids: HashSet::default(),
             permits: Permits::new(size),
             subscribed: false,
         }

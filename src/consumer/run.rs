@@ -20,6 +20,7 @@ use super::message::Message;
 /// | `Ack` | `ACK` (individual) |
 /// | `Retry` | `REDELIVER_UNACKNOWLEDGED_MESSAGES` naming it (now, or after the nack policy's delay) |
 /// | `RetryLater(d)` | `SEND` of a copy to the retry topic (delivered after `d`), then `ACK` |
+/// | `Leave` | nothing: the ack timeout (if set) redelivers it |
 /// | handler `Err` or panic | as `Retry` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -31,6 +32,10 @@ pub enum Outcome {
     /// delay (needs [`enable_retry`](super::ConsumerBuilder::enable_retry);
     /// without it the message is nacked instead).
     RetryLater(Duration),
+    /// Send nothing now: the message stays unacked, and the consumer's
+    /// [`ack_timeout`](super::ConsumerBuilder::ack_timeout), if set, asks
+    /// for it again (without one it comes back only after a reconnect).
+    Leave,
 }
 
 /// How [`Consumer::run`] runs its handler.
@@ -151,6 +156,7 @@ impl Consumer {
         let sent = match outcome {
             Outcome::Ack => self.ack(&msg).await,
             Outcome::Retry => self.nack(&msg),
+            Outcome::Leave => Ok(()),
             Outcome::RetryLater(delay) => match self.reconsume_later(&msg, delay).await {
                 Ok(()) => Ok(()),
                 Err(e) => {

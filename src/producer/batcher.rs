@@ -70,6 +70,7 @@ pub(crate) struct Entry<T> {
 
 impl<T> Entry<T> {
     /// How many messages the entry holds.
+    #[cfg(test)]
     pub(crate) fn num_messages(&self) -> i32 {
         i32::try_from(self.tokens.len()).unwrap_or(i32::MAX)
     }

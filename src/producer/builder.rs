@@ -2,17 +2,13 @@
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use super::batcher::BatchConfig;
-use super::task::{self, Created, Settings};
+use super::connect::{self, Recipe};
+use super::task::{self, Settings};
 use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routing::Router};
 use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::compression::Compression;
-use crate::connection::{ConnectionError, Response};
-use crate::proto::{self, ProducerAccessMode};
-use crate::wire::commands;
 
 /// Who may produce to the topic alongside this producer.
 ///
@@ -215,14 +211,16 @@ impl ProducerBuilder {
                 .map(|n| (topic.partition(n), i32::try_from(n).unwrap_or(i32::MAX)))
                 .collect()
         };
-        let created = futures::future::try_join_all(
-            targets.iter().map(|(t, index)| self.create_one(t, *index)),
-        )
-        .await?;
+        let recipes: Vec<Recipe> = targets
+            .iter()
+            .map(|(t, index)| self.recipe(t, *index))
+            .collect();
+        let created = futures::future::try_join_all(recipes.iter().map(connect::create)).await?;
         let names = created.iter().map(|c| c.name.clone()).collect();
         let lanes = created
             .into_iter()
-            .map(|c| task::spawn(c, settings.clone()))
+            .zip(recipes)
+            .map(|(c, recipe)| task::spawn(c, recipe, settings.clone()))
             .collect();
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
@@ -258,67 +256,14 @@ impl ProducerBuilder {
         Ok(())
     }
 
-    async fn create_one(
-        &self,
-        topic: &TopicName,
-        partition: i32,
-    ) -> Result<Created, ProducerError> {
-        let create_err = |source: ConnectionError| ProducerError::Create {
-            topic: topic.as_str().to_owned(),
-            source,
-        };
-        let conn = self
-            .client
-            .lookup(topic)
-            .await
-            .map_err(|source| ProducerError::Client {
-                topic: topic.as_str().to_owned(),
-                source,
-            })?;
-        let id = conn.next_producer_id();
-        let (mailbox, events) = mpsc::unbounded_channel();
-        conn.register_producer(id, mailbox)
-            .await
-            .map_err(create_err)?;
-        let mode = match self.access_mode {
-            AccessMode::Shared => ProducerAccessMode::Shared,
-            AccessMode::Exclusive => ProducerAccessMode::Exclusive,
-            AccessMode::WaitForExclusive => ProducerAccessMode::WaitForExclusive,
-        };
-        let body = |request_id: crate::ids::RequestId| proto::CommandProducer {
-            topic: topic.as_str().to_owned(),
-            producer_id: id.0,
-            request_id: request_id.0,
-            producer_name: self.name.clone(),
-            user_provided_producer_name: Some(self.name.is_some()),
-            producer_access_mode: Some(mode as i32),
-            ..proto::CommandProducer::default()
-        };
-        let answer = conn
-            .request("PRODUCER", |request_id| {
-                commands::producer(body(request_id))
-            })
-            .await;
-        let success = match answer {
-            Ok(Response::ProducerSuccess(s)) => s,
-            Ok(other) => {
-                conn.unregister_producer(id).await;
-                return Err(ProducerError::UnexpectedResponse { got: other.kind() });
-            }
-            Err(e) => {
-                conn.unregister_producer(id).await;
-                return Err(create_err(e));
-            }
-        };
-        let last = success.last_sequence_id();
-        Ok(Created {
-            conn,
-            id,
-            topic: topic.as_str().to_owned(),
-            name: success.producer_name,
+    fn recipe(&self, topic: &TopicName, partition: i32) -> Recipe {
+        Recipe {
+            client: self.client.clone(),
+            topic: topic.clone(),
             partition,
-            next_sequence: u64::try_from(last + 1).unwrap_or(0),
-            events,
-        })
+            name: self.name.clone(),
+            user_named: self.name.is_some(),
+            access_mode: self.access_mode,
+        }
     }
 }

@@ -33,6 +33,7 @@
 
 mod batcher;
 mod builder;
+mod connect;
 mod error;
 mod limits;
 mod message;

@@ -9,6 +9,13 @@
 //! - a receipt for a *newer* one means the broker and we disagree about
 //!   what was sent: [`ReceiptError::OutOfOrder`], and the driver must act
 //!   (Java closes the connection and resends what is pending).
+//!
+//! Each entry keeps what its SEND carried (`S`, the driver's payload), and
+//! the queue knows which entries went out on the current connection. After
+//! a reconnect, [`Pending::rewind`] makes every entry unsent again, so
+//! [`Pending::take_unsent`] hands them out once more in the original order
+//! with their original sequence ids; entries queued while the producer was
+//! reconnecting wait the same way.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -27,36 +34,44 @@ pub(crate) enum ReceiptError {
 }
 
 #[derive(Debug)]
-struct InFlight<T> {
+struct InFlight<T, S> {
     first: u64,
     last: u64,
     batched: bool,
     bytes: usize,
     sent_at: Instant,
     tokens: Vec<T>,
+    send: S,
 }
 
 /// The sends of one producer that await the broker's answer.
 #[derive(Debug)]
-pub(crate) struct Pending<T> {
-    queue: VecDeque<InFlight<T>>,
+pub(crate) struct Pending<T, S> {
+    queue: VecDeque<InFlight<T, S>>,
+    /// How many entries at the front went out on the current connection.
+    written: usize,
     messages: usize,
     bytes: usize,
 }
 
-impl<T> Default for Pending<T> {
+impl<T, S> Default for Pending<T, S> {
     fn default() -> Self {
         Self {
             queue: VecDeque::new(),
+            written: 0,
             messages: 0,
             bytes: 0,
         }
     }
 }
 
-impl<T> Pending<T> {
-    /// Records a SEND of sequence ids `first..=last` carrying `tokens` (one
-    /// per message, in order) and `bytes` of payload, written at `now`.
+impl<T, S> Pending<T, S> {
+    /// Records an entry of sequence ids `first..=last` carrying `tokens`
+    /// (one per message, in order) and `bytes` of payload, queued at `now`
+    /// (its send timeout runs from then, across reconnects); `send` is what
+    /// to write for it. It is unsent until [`take_unsent`](Self::take_unsent)
+    /// hands it out.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn push(
         &mut self,
         now: Instant,
@@ -65,6 +80,7 @@ impl<T> Pending<T> {
         batched: bool,
         bytes: usize,
         tokens: Vec<T>,
+        send: S,
     ) {
         self.messages += tokens.len();
         self.bytes += bytes;
@@ -75,7 +91,40 @@ impl<T> Pending<T> {
             bytes,
             sent_at: now,
             tokens,
+            send,
         });
+    }
+
+    /// The oldest entry not yet written on the current connection, now
+    /// counted as written: `(first sequence id, messages, what to send)`.
+    pub(crate) fn take_unsent(&mut self) -> Option<(u64, usize, &S)> {
+        let entry = self.queue.get(self.written)?;
+        self.written += 1;
+        Some((entry.first, entry.tokens.len(), &entry.send))
+    }
+
+    /// Takes back the entry [`take_unsent`](Self::take_unsent) handed out
+    /// last, because it could not be written at all (too large for the
+    /// broker): its tokens, to fail. Receipts then skip it, as the broker
+    /// never saw it.
+    pub(crate) fn remove_last_taken(&mut self) -> Option<Vec<T>> {
+        let index = self.written.checked_sub(1)?;
+        let entry = self.queue.remove(index)?;
+        self.written = index;
+        self.messages -= entry.tokens.len();
+        self.bytes -= entry.bytes;
+        Some(entry.tokens)
+    }
+
+    /// The connection changed: every entry is unsent again, to be written
+    /// anew in its original order with its original sequence ids.
+    pub(crate) fn rewind(&mut self) {
+        self.written = 0;
+    }
+
+    /// Entries not yet written on the current connection.
+    pub(crate) fn unsent(&self) -> usize {
+        self.queue.len() - self.written
     }
 
     /// Matches a SEND_RECEIPT for `sequence_id` with entry id `id`: each
@@ -107,7 +156,7 @@ impl<T> Pending<T> {
         self.take_oldest(sequence_id).map(|e| e.tokens)
     }
 
-    fn take_oldest(&mut self, sequence_id: u64) -> Result<InFlight<T>, ReceiptError> {
+    fn take_oldest(&mut self, sequence_id: u64) -> Result<InFlight<T, S>, ReceiptError> {
         let oldest = self.queue.front().map(|e| e.first);
         match oldest {
             Some(expected) if sequence_id == expected => {}
@@ -125,6 +174,7 @@ impl<T> Pending<T> {
             }
         }
         let entry = self.queue.pop_front().expect("checked above");
+        self.written = self.written.saturating_sub(1);
         self.messages -= entry.tokens.len();
         self.bytes -= entry.bytes;
         Ok(entry)
@@ -147,6 +197,7 @@ impl<T> Pending<T> {
 
     /// Takes every in-flight token (the connection or producer is gone).
     pub(crate) fn drain(&mut self) -> Vec<T> {
+        self.written = 0;
         self.messages = 0;
         self.bytes = 0;
         self.queue.drain(..).flat_map(|e| e.tokens).collect()
@@ -187,8 +238,8 @@ mod tests {
     fn receipts_resolve_in_order_with_batch_indexes() {
         let t0 = crate::clock::now();
         let mut p = Pending::default();
-        p.push(t0, 0, 2, true, 30, vec!["a", "b", "c"]);
-        p.push(t0, 3, 3, false, 5, vec!["d"]);
+        p.push(t0, 0, 2, true, 30, vec!["a", "b", "c"], ());
+        p.push(t0, 3, 3, false, 5, vec!["d"], ());
         assert_eq!((p.messages(), p.bytes()), (4, 35));
         let first = p.on_receipt(0, id(7)).unwrap();
         assert_eq!(
@@ -217,8 +268,8 @@ mod tests {
                 oldest: None
             })
         );
-        p.push(t0, 10, 10, false, 1, vec![1]);
-        p.push(t0, 11, 11, false, 1, vec![2]);
+        p.push(t0, 10, 10, false, 1, vec![1], ());
+        p.push(t0, 11, 11, false, 1, vec![2], ());
         assert_eq!(
             p.on_receipt(9, id(1)),
             Err(ReceiptError::Stale {
@@ -242,8 +293,8 @@ mod tests {
     fn send_error_fails_exactly_the_oldest_entry() {
         let t0 = crate::clock::now();
         let mut p = Pending::default();
-        p.push(t0, 0, 1, true, 2, vec![1, 2]);
-        p.push(t0, 2, 2, false, 1, vec![3]);
+        p.push(t0, 0, 1, true, 2, vec![1, 2], ());
+        p.push(t0, 2, 2, false, 1, vec![3], ());
         assert_eq!(p.on_send_error(0).unwrap(), [1, 2]);
         assert_eq!(p.messages(), 1);
         assert!(matches!(
@@ -258,12 +309,85 @@ mod tests {
         let timeout = Duration::from_secs(30);
         let mut p = Pending::default();
         assert_eq!(p.next_deadline(timeout), None);
-        p.push(t0, 0, 0, false, 1, vec![1]);
-        p.push(t0 + Duration::from_secs(10), 1, 1, false, 1, vec![2]);
+        p.push(t0, 0, 0, false, 1, vec![1], ());
+        p.push(t0 + Duration::from_secs(10), 1, 1, false, 1, vec![2], ());
         assert_eq!(p.next_deadline(timeout), Some(t0 + timeout));
         assert!(p.expire(t0 + Duration::from_secs(29), timeout).is_empty());
         assert_eq!(p.expire(t0 + timeout, timeout), [1, 2]);
         assert!(p.is_empty());
         assert_eq!(p.next_deadline(timeout), None);
+    }
+
+    #[test]
+    fn after_a_reconnect_everything_unconfirmed_goes_out_again_in_order() {
+        let t0 = crate::clock::now();
+        let mut p = Pending::default();
+        p.push(t0, 0, 1, true, 2, vec!["a", "b"], "batch 0-1");
+        p.push(t0, 2, 2, false, 1, vec!["c"], "single 2");
+        assert_eq!(p.take_unsent(), Some((0, 2, &"batch 0-1")));
+        assert_eq!(p.take_unsent(), Some((2, 1, &"single 2")));
+        assert_eq!(p.take_unsent(), None);
+        // The first entry is confirmed, then the connection is lost; one more
+        // is queued while reconnecting.
+        assert_eq!(p.on_receipt(0, id(1)).unwrap().len(), 2);
+        p.push(t0, 3, 3, false, 1, vec!["d"], "single 3");
+        assert_eq!(p.unsent(), 1);
+        p.rewind();
+        assert_eq!(p.unsent(), 2);
+        // The new connection gets the unconfirmed entries with their own ids, in order.
+        assert_eq!(p.take_unsent(), Some((2, 1, &"single 2")));
+        assert_eq!(p.take_unsent(), Some((3, 1, &"single 3")));
+        assert_eq!(p.take_unsent(), None);
+        assert_eq!(p.on_receipt(2, id(2)).unwrap(), [("c", id(2))]);
+        assert_eq!(p.on_receipt(3, id(3)).unwrap(), [("d", id(3))]);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn entries_queued_while_disconnected_stay_unsent_and_a_receipt_keeps_the_cursor() {
+        let t0 = crate::clock::now();
+        let mut p = Pending::default();
+        p.push(t0, 5, 5, false, 1, vec![5], 5);
+        p.push(t0, 6, 6, false, 1, vec![6], 6);
+        assert_eq!(p.take_unsent().map(|(first, ..)| first), Some(5));
+        // A receipt for the written one leaves the unsent one unsent.
+        p.on_receipt(5, id(5)).unwrap();
+        assert_eq!(p.unsent(), 1);
+        assert_eq!(p.take_unsent().map(|(first, ..)| first), Some(6));
+        // A skipped-ahead receipt takes nothing: the driver reconnects and
+        // the entry is written again after the rewind.
+        p.push(t0, 7, 7, false, 1, vec![7], 7);
+        p.take_unsent();
+        assert!(matches!(
+            p.on_receipt(7, id(7)),
+            Err(ReceiptError::OutOfOrder {
+                expected: 6,
+                got: 7
+            })
+        ));
+        p.rewind();
+        let again: Vec<u64> = std::iter::from_fn(|| p.take_unsent().map(|(f, ..)| f)).collect();
+        assert_eq!(again, [6, 7]);
+        // Draining (the producer ends) forgets everything.
+        assert_eq!(p.drain(), [6, 7]);
+        assert_eq!((p.unsent(), p.take_unsent()), (0, None));
+    }
+
+    #[test]
+    fn an_entry_that_cannot_be_written_is_taken_back_and_receipts_skip_it() {
+        let t0 = crate::clock::now();
+        let mut p = Pending::default();
+        assert_eq!(p.remove_last_taken(), None);
+        p.push(t0, 0, 0, false, 1, vec!["a"], ());
+        p.push(t0, 1, 1, false, 9, vec!["huge"], ());
+        p.push(t0, 2, 2, false, 1, vec!["c"], ());
+        p.take_unsent();
+        p.take_unsent();
+        assert_eq!(p.remove_last_taken(), Some(vec!["huge"]));
+        assert_eq!((p.messages(), p.bytes()), (2, 2));
+        assert_eq!(p.take_unsent().map(|(first, ..)| first), Some(2));
+        assert_eq!(p.on_receipt(0, id(0)).unwrap(), [("a", id(0))]);
+        assert_eq!(p.on_receipt(2, id(2)).unwrap(), [("c", id(2))]);
+        assert!(p.is_empty());
     }
 }

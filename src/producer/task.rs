@@ -4,6 +4,12 @@
 //! It owns the batcher, the in-flight queue and the budget; the handle talks
 //! to it over a bounded channel, the connection over the producer's mailbox.
 //! Only this loop awaits (C1).
+//!
+//! When the link to the broker breaks (connection lost, CLOSE_PRODUCER,
+//! TOPIC_MIGRATED, a receipt that skips ahead) the driver keeps running:
+//! `link.rs` re-creates the producer in the background with backoff while
+//! sends keep queueing (bounded by the send timeout), then writes every
+//! unconfirmed entry again, in order, with its original sequence ids.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::batcher::{BatchConfig, Batcher, SealError};
+use super::connect::Recipe;
 use super::limits::Budget;
 use super::pending::{Pending, ReceiptError};
 use super::{ProducerError, ProducerMessage, WhenFull};
@@ -19,6 +26,10 @@ use crate::connection::{Connection, ProducerEvent};
 use crate::ids::{ProducerId, SequenceId};
 use crate::message_id::MessageId;
 use crate::wire::{Checksum, Frame, Payload, commands};
+
+#[path = "task_link.rs"]
+mod link;
+use link::Link;
 
 /// Where one send's outcome goes.
 pub(crate) type Reply = oneshot::Sender<Result<MessageId, ProducerError>>;
@@ -65,9 +76,12 @@ struct Waiter {
 
 struct Driver {
     p: Created,
+    recipe: Recipe,
     settings: Settings,
+    /// Whether the producer is up on `p.conn`, or being created again.
+    link: Link,
     batcher: Batcher<Waiter>,
-    pending: Pending<Waiter>,
+    pending: Pending<Waiter, Payload>,
     budget: Budget,
     last_sequence: Option<u64>,
     flushes: Vec<(u64, oneshot::Sender<Result<(), ProducerError>>)>,
@@ -76,10 +90,14 @@ struct Driver {
 }
 
 /// Spawns the driver of `created`; returns the channel its handle sends on.
-pub(crate) fn spawn(created: Created, settings: Settings) -> mpsc::Sender<Cmd> {
+pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) -> mpsc::Sender<Cmd> {
     let (tx, rx) = mpsc::channel(1024);
     let span = info_span!("producer", topic = %created.topic, name = %created.name);
+    // Reconnects ask for the name the broker gave.
+    recipe.name = Some(created.name.clone());
     let driver = Driver {
+        recipe,
+        link: Link::default(),
         batcher: Batcher::new(settings.batch, created.name.clone()),
         pending: Pending::default(),
         budget: Budget::new(Some(settings.max_pending_messages), None),
@@ -115,18 +133,23 @@ impl Driver {
                 self.batcher.next_deadline(),
                 self.pending.next_deadline(self.settings.send_timeout),
             );
+            let up = self.link.is_up();
             let accepting = self.closing.is_none()
                 && (self.settings.when_full == WhenFull::Fail || self.dead.is_some() || !full);
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
             tokio::select! {
                 biased;
-                // Once dead, the mailbox is closed for good: stop polling it.
-                event = self.p.events.recv(), if self.dead.is_none() => match event {
+                // Once dead, the mailbox is closed for good: stop polling it;
+                // while re-creating, the old one is done too.
+                event = self.p.events.recv(), if self.dead.is_none() && up => match event {
                     Some(event) => self.on_event(event),
-                    None => self.die(ProducerError::ConnectionLost(
-                        crate::connection::ConnectionError::Closed,
-                    )),
+                    None => self.lose(
+                        ProducerError::ConnectionLost(crate::connection::ConnectionError::Closed),
+                        None,
+                        false,
+                    ),
                 },
+                fresh = self.link.attempt(), if self.dead.is_none() && !up => self.on_attempt(fresh),
                 cmd = cmds.recv(), if accepting => match cmd {
                     Some(Cmd::Send { msg, reply, permit }) => self.on_send(msg, reply, permit),
                     Some(Cmd::Flush(done)) => self.on_flush(done),
@@ -137,8 +160,12 @@ impl Driver {
             }
             self.write_ready().await;
             self.resolve_flushes();
+            // Closing during a reconnect does not wait for it: what is
+            // pending fails with `Closed`.
             if self.closing.is_some()
-                && (self.dead.is_some() || (self.pending.is_empty() && self.batcher.len() == 0))
+                && (self.dead.is_some()
+                    || !self.link.is_up()
+                    || (self.pending.is_empty() && self.batcher.len() == 0))
             {
                 self.finish_close().await;
                 return;
@@ -236,7 +263,13 @@ impl Driver {
                         debug!(sequence_id = got, "receipt for a send no longer in flight");
                     }
                     Err(ReceiptError::OutOfOrder { expected, got }) => {
-                        self.die(ProducerError::OutOfOrderReceipt { expected, got });
+                        // The broker and we disagree about what was sent:
+                        // start over on a fresh producer and send it all again.
+                        self.lose(
+                            ProducerError::OutOfOrderReceipt { expected, got },
+                            None,
+                            true,
+                        );
                     }
                 }
             }
@@ -256,53 +289,17 @@ impl Driver {
                 }
                 Err(e) => debug!(error = %e, "send error for a send no longer in flight"),
             },
-            ProducerEvent::Closed(_) | ProducerEvent::TopicMigrated(_) => {
+            ProducerEvent::Closed(hint) => {
                 let topic = self.p.topic.clone();
-                self.die(ProducerError::ClosedByBroker { topic });
+                // The broker already dropped the registration.
+                self.lose(ProducerError::ClosedByBroker { topic }, Some(hint), false);
             }
-            ProducerEvent::ConnectionLost(e) => self.die(ProducerError::ConnectionLost(e)),
-        }
-    }
-
-    /// Writes every sealed entry, in order, as a SEND on the data lane.
-    async fn write_ready(&mut self) {
-        while let Some(sealed) = self.batcher.poll_ready() {
-            let entry = match sealed {
-                Ok(entry) => entry,
-                Err(SealError { tokens, error }) => {
-                    self.fail(
-                        tokens,
-                        &ProducerError::Compression(std::sync::Arc::new(error)),
-                    );
-                    continue;
-                }
-            };
-            let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
-            if size > max {
-                self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
-                continue;
+            ProducerEvent::TopicMigrated(hint) => {
+                let topic = self.p.topic.clone();
+                self.lose(ProducerError::ClosedByBroker { topic }, Some(hint), true);
             }
-            let command = commands::send(self.p.id, SequenceId(entry.first), entry.num_messages());
-            let frame = Frame {
-                command,
-                payload: Some(Payload {
-                    broker_entry_metadata: None,
-                    checksum: Checksum::Valid,
-                    metadata: entry.metadata,
-                    data: entry.payload,
-                }),
-            };
-            self.pending.push(
-                clock::now(),
-                entry.first,
-                entry.last,
-                entry.batched,
-                entry.uncompressed,
-                entry.tokens,
-            );
-            if let Err(e) = self.p.conn.send_payload(frame).await {
-                self.die(ProducerError::ConnectionLost(e));
-                return;
+            ProducerEvent::ConnectionLost(e) => {
+                self.lose(ProducerError::ConnectionLost(e), None, false);
             }
         }
     }
@@ -348,6 +345,8 @@ impl Driver {
     async fn finish_close(&mut self) {
         let result = match self.dead.clone() {
             Some(ProducerError::ConnectionLost(_)) => Ok(()),
+            // Nothing on the broker to close: it lost the producer already.
+            _ if !self.link.is_up() => Ok(()),
             _ => {
                 let id = self.p.id;
                 let closed = self

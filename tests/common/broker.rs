@@ -87,6 +87,8 @@ pub struct TestBroker {
 struct OwnProcess {
     child: Child,
     dir: PathBuf,
+    bin: PathBuf,
+    config: PathBuf,
 }
 
 impl TestBroker {
@@ -132,32 +134,15 @@ impl TestBroker {
         .map_err(|e| e.to_string())?;
         write_partitions(&dir.join("db.metadata.json"), &options.partitioned_topics)?;
 
-        let mut child = Command::new(&bin)
-            .arg("--addr")
-            .arg(addr.to_string())
-            .arg("--db-path")
-            .arg(dir.join("db"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--log-level")
-            .arg("info")
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-
-        // The broker logs "Server listening on" once it accepts connections;
-        // a thread copies its log to a file and reports that line.
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log_path = dir.join("broker.log");
-        std::thread::spawn(move || forward_log(stderr, &log_path, ready_tx));
-
+        let (child, ready_rx) = spawn_lite(&bin, addr, &dir, &config)?;
         let broker = Self {
             addr,
-            own: Some(OwnProcess { child, dir }),
+            own: Some(OwnProcess {
+                child,
+                dir,
+                bin,
+                config,
+            }),
         };
         match tokio::time::timeout(Duration::from_secs(30), ready_rx).await {
             Ok(Ok(())) => Ok(broker),
@@ -166,6 +151,37 @@ impl TestBroker {
                 broker.log()
             )),
         }
+    }
+
+    /// Kills the broker with SIGKILL (no shutdown of any kind) and starts
+    /// it again on the same address, data directory and config; returns
+    /// once it accepts connections. pulsar-lite only: tests skip on Apache
+    /// first (`skip_unless(BrokerKind::Lite, ..)`), where the process is not ours.
+    pub async fn kill9_and_restart(&mut self) {
+        let addr = self.addr;
+        let own = self
+            .own
+            .as_mut()
+            .expect("kill9_and_restart needs pulsar-lite: skip_unless(BrokerKind::Lite, ..)");
+        own.child.kill().expect("SIGKILL the broker");
+        own.child.wait().expect("reap the broker");
+        let mut last_error = String::new();
+        // The port may take a moment to be bindable again; a few tries.
+        for _ in 0..20 {
+            let (child, ready) = spawn_lite(&own.bin, addr, &own.dir, &own.config)
+                .unwrap_or_else(|e| panic!("restart pulsar-lite: {e}"));
+            own.child = child;
+            match tokio::time::timeout(Duration::from_secs(30), ready).await {
+                Ok(Ok(())) => return,
+                _ => {
+                    let _ = own.child.kill();
+                    let _ = own.child.wait();
+                    last_error =
+                        std::fs::read_to_string(own.dir.join("broker.log")).unwrap_or_default();
+                }
+            }
+        }
+        panic!("pulsar-lite did not restart on {addr}; log:\n{last_error}");
     }
 
     /// `pulsar://127.0.0.1:PORT`.
@@ -227,9 +243,46 @@ impl Drop for TestBroker {
     }
 }
 
+/// Starts pulsar-lite on `addr` with its data and config in `dir`; the
+/// receiver fires once it accepts connections.
+fn spawn_lite(
+    bin: &Path,
+    addr: SocketAddr,
+    dir: &Path,
+    config: &Path,
+) -> Result<(Child, oneshot::Receiver<()>), String> {
+    let mut child = Command::new(bin)
+        .arg("--addr")
+        .arg(addr.to_string())
+        .arg("--db-path")
+        .arg(dir.join("db"))
+        .arg("--config")
+        .arg(config)
+        .arg("--log-level")
+        .arg("info")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    // The broker logs "Server listening on" once it accepts connections;
+    // a thread copies its log to a file and reports that line.
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log_path = dir.join("broker.log");
+    std::thread::spawn(move || forward_log(stderr, &log_path, ready_tx));
+    Ok((child, ready_rx))
+}
+
 fn forward_log(stderr: std::process::ChildStderr, path: &Path, ready: oneshot::Sender<()>) {
     let mut ready = Some(ready);
-    let Ok(mut log) = std::fs::File::create(path) else {
+    // Appends: a restarted broker logs after its first life.
+    let opened = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    let Ok(mut log) = opened else {
         return;
     };
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {

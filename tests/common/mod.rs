@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod broker;
 pub mod fake_broker;
+pub mod fault_proxy;
 #[cfg(feature = "tls")]
 pub mod tls;
 

@@ -1,7 +1,22 @@
 //! Subscribing: to every partition at the start, again after the broker
 //! closed the consumer or the connection died, and detaching at the end.
+//!
+//! Subscribing again runs in the background ([`Resubscribes`], polled by the
+//! driver's loop), so receive, ack and close keep working meanwhile: one
+//! attempt at a time per partition, a fresh consumer id each time, the
+//! shared backoff (100 ms doubling to 60 s, jittered, reset after a
+//! success) and no limit on attempts while the consumer is open. Only a
+//! final refusal (topic or subscription gone, not allowed) gives a
+//! partition up; once all are given up, receivers get
+//! [`ConsumerError::Lost`].
+
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 
 use super::*;
+use crate::client::backoff::Backoff;
+use crate::connection::{BrokerHint, ConnectionError};
+use crate::proto::ServerError;
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
     client: &Client,
@@ -25,9 +40,116 @@ pub(crate) async fn expand(
     Ok(out)
 }
 
-/// How often a closed or lost subscription is tried again (with backoff
-/// from 100 ms to 5 s, about 26 s in all) before the consumer gives it up.
-pub(super) const RESUBSCRIBE_ATTEMPTS: u32 = 10;
+/// A new subscription: its connection, consumer id and mailbox.
+type Attached = (
+    Connection,
+    ConsumerId,
+    mpsc::UnboundedReceiver<ConsumerEvent>,
+);
+
+/// The outcome of one resubscribe attempt of sub `index`, generation `gen`.
+type Outcome = (usize, u64, Result<Attached, ConsumerError>);
+
+/// The resubscribe attempts under way and each partition's backoff.
+#[derive(Default)]
+pub(super) struct Resubscribes {
+    /// In a `Mutex` only to be `Sync` (the driver is borrowed across awaits);
+    /// always reached through `get_mut`, so it is never locked.
+    running: std::sync::Mutex<FuturesUnordered<BoxFuture<'static, Outcome>>>,
+    backoff: HashMap<usize, Backoff>,
+}
+
+impl Resubscribes {
+    /// The next finished attempt (pending while none runs).
+    pub(super) async fn next(&mut self) -> Outcome {
+        let running = self
+            .running
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match running.next().await {
+            Some(outcome) => outcome,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// How many attempts partition `index` has made since its last success.
+    pub(super) fn attempts(&self, index: usize) -> u32 {
+        self.backoff.get(&index).map_or(0, Backoff::attempts)
+    }
+}
+
+/// Whether a failed subscribe is worth another attempt: not when the broker
+/// refuses for good (topic or subscription gone, not allowed, bad
+/// credentials); yes for lost connections, timeouts, a busy consumer.
+pub(super) fn retryable(err: &ConsumerError) -> bool {
+    let source = match err {
+        ConsumerError::Request { source, .. } => source,
+        ConsumerError::Client { source, .. } => match source {
+            crate::client::ClientError::Request { source, .. }
+            | crate::client::ClientError::Connect { source, .. } => source,
+            crate::client::ClientError::Closed => return false,
+            _ => return true,
+        },
+        ConsumerError::UnexpectedResponse { .. } => return true,
+        _ => return false,
+    };
+    !matches!(
+        source,
+        ConnectionError::Server {
+            code: ServerError::TopicNotFound
+                | ServerError::SubscriptionNotFound
+                | ServerError::AuthenticationError
+                | ServerError::AuthorizationError
+                | ServerError::NotAllowedError
+                | ServerError::IncompatibleSchema
+                | ServerError::InvalidTopicName
+                | ServerError::TopicTerminatedError,
+            ..
+        }
+    )
+}
+
+/// Registers a fresh consumer id on `conn` and subscribes it.
+async fn subscribe_on(
+    conn: Connection,
+    options: &SubscribeOptions,
+    name: &str,
+    epoch: u64,
+) -> Result<Attached, ConsumerError> {
+    let request_failed = |source| ConsumerError::Request {
+        op: "SUBSCRIBE",
+        topic: name.to_owned(),
+        source,
+    };
+    // A fresh id per attempt: a broker may still hold an old one.
+    let id = conn.next_consumer_id();
+    let (tx, rx) = mpsc::unbounded_channel();
+    conn.register_consumer(id, tx)
+        .await
+        .map_err(request_failed)?;
+    let answer = conn
+        .request("SUBSCRIBE", |request| {
+            commands::subscribe(options.body(name, id, request, Some(epoch)))
+        })
+        .await;
+    match answer {
+        Ok(Response::Success(_)) => {}
+        Ok(other) => {
+            conn.unregister_consumer(id).await;
+            return Err(ConsumerError::UnexpectedResponse {
+                op: "SUBSCRIBE",
+                topic: name.to_owned(),
+                got: other.kind(),
+            });
+        }
+        Err(e) => {
+            conn.unregister_consumer(id).await;
+            return Err(request_failed(e));
+        }
+    }
+    debug!(topic = name, consumer = id.0, "subscribed");
+    Ok((conn, id, rx))
+}
 
 impl Driver {
     /// Subscribes to every topic (partition); on a failure, closes those
@@ -44,6 +166,7 @@ impl Driver {
             waiting: VecDeque::new(),
             next_sub: 0,
             activity,
+            resubscribes: Resubscribes::default(),
         };
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
@@ -93,78 +216,105 @@ impl Driver {
                     topic: name.to_owned(),
                     source,
                 })?;
-        let request_failed = |source| ConsumerError::Request {
-            op: "SUBSCRIBE",
-            topic: name.to_owned(),
-            source,
-        };
-        // A fresh id per attempt: a broker may still hold an old one.
-        let id = conn.next_consumer_id();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        conn.register_consumer(id, tx)
-            .await
-            .map_err(request_failed)?;
-        let options = &self.settings.options;
-        let answer = conn
-            .request("SUBSCRIBE", |request| {
-                commands::subscribe(options.body(name, id, request, Some(epoch)))
-            })
-            .await;
-        match answer {
-            Ok(Response::Success(_)) => {}
-            Ok(other) => {
-                conn.unregister_consumer(id).await;
-                return Err(ConsumerError::UnexpectedResponse {
-                    op: "SUBSCRIBE",
-                    topic: name.to_owned(),
-                    got: other.kind(),
-                });
-            }
-            Err(e) => {
-                conn.unregister_consumer(id).await;
-                return Err(request_failed(e));
-            }
-        }
-        debug!(topic = name, consumer = id.0, "subscribed");
-        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-            .map(move |event| (index, generation, event));
-        self.events.push(Box::pin(stream));
+        let (conn, id, rx) = subscribe_on(conn, &self.settings.options, name, epoch).await?;
+        self.listen(index, generation, rx);
         Ok((conn, id))
     }
 
-    /// Subscribes `index` again (fresh consumer id, the core's new epoch),
-    /// retrying with backoff; after too many failures the waiting receivers
-    /// get the error.
-    pub(super) async fn reconnect(&mut self, index: usize) {
+    fn listen(
+        &mut self,
+        index: usize,
+        generation: u64,
+        mut rx: mpsc::UnboundedReceiver<ConsumerEvent>,
+    ) {
+        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+            .map(move |event| (index, generation, event));
+        self.events.push(Box::pin(stream));
+    }
+
+    /// Sub `index` lost its subscription (connection lost, CLOSE_CONSUMER,
+    /// TOPIC_MIGRATED): the core forgets what the old one queued and held
+    /// (new epoch), events of the old one are ignored from now on, and a
+    /// subscribe attempt starts in the background, at `hint`'s broker if
+    /// the broker named one.
+    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
         sub.core.on_reconnect();
         sub.generation += 1;
+        if !sub.conn.is_closed() {
+            // TOPIC_MIGRATED leaves the registration in place.
+            sub.conn.unregister_consumer(sub.id).await;
+        }
+        self.resubscribe(index, hint);
+    }
+
+    /// Starts the next subscribe attempt of sub `index` after its backoff.
+    fn resubscribe(&mut self, index: usize, hint: Option<BrokerHint>) {
+        let sub = &self.subs[index];
+        let delay = self
+            .resubscribes
+            .backoff
+            .entry(index)
+            .or_default()
+            .next_delay();
+        let (client, options) = (self.settings.client.clone(), self.settings.options.clone());
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
-        let mut delay = Duration::from_millis(100);
-        let mut last = None;
-        for _ in 0..RESUBSCRIBE_ATTEMPTS {
-            match self.attach(index, &topic, generation, epoch).await {
-                Ok((conn, id)) => {
-                    let sub = &mut self.subs[index];
-                    sub.conn = conn;
-                    sub.id = id;
-                    sub.lost = false;
-                    sub.core.on_subscribed(clock::now());
-                    self.run_actions(index, None).await;
-                    return;
-                }
-                Err(e) => {
-                    debug!(topic = %topic.as_str(), error = %e, "resubscribe failed");
-                    last = Some(e);
-                }
-            }
+        debug!(topic = %topic.as_str(), ?delay, "subscribing again");
+        let running = self
+            .resubscribes
+            .running
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        running.push(Box::pin(async move {
             tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
+            let name = topic.as_str();
+            let attached = match client.reconnect_to(&topic, hint.as_ref()).await {
+                Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
+                Err(source) => Err(ConsumerError::Client {
+                    topic: name.to_owned(),
+                    source,
+                }),
+            };
+            (index, generation, attached)
+        }));
+    }
+
+    /// Takes the outcome of one subscribe attempt: the sub is live again
+    /// (permits granted anew), or the next attempt starts, or it is given up.
+    pub(super) async fn resubscribed(&mut self, (index, generation, outcome): Outcome) {
+        let Some(sub) = self.subs.get_mut(index) else {
+            return;
+        };
+        if sub.generation != generation {
+            if let Ok((conn, id, _)) = outcome {
+                // Superseded: let go of it.
+                conn.unregister_consumer(id).await;
+            }
+            return;
         }
-        let error = last.map(|e| e.to_string());
-        warn!(topic = %topic.as_str(), ?error, "could not subscribe again");
-        self.subs[index].lost = true;
+        match outcome {
+            Ok((conn, id, rx)) => {
+                info!(topic = %sub.name, connection = %conn.id(), consumer = id.0, "subscribed again");
+                sub.conn = conn;
+                sub.id = id;
+                sub.lost = false;
+                sub.core.on_subscribed(clock::now());
+                if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
+                    backoff.reset();
+                }
+                self.listen(index, generation, rx);
+                self.run_actions(index, None).await;
+            }
+            Err(e) if retryable(&e) => {
+                debug!(topic = %sub.name, error = %e, "subscribing again failed; will retry");
+                self.resubscribe(index, None);
+            }
+            Err(e) => {
+                warn!(topic = %sub.name, error = %e, "subscription given up");
+                sub.lost = true;
+            }
+        }
     }
 
     /// Closes every subscription (best effort: a dead connection has closed

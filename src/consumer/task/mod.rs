@@ -13,7 +13,7 @@ mod forward;
 pub(crate) use attach::expand;
 pub(crate) use forward::Forwards;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures::stream::SelectAll;
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, trace, warn};
+use tracing::{debug, info, trace, warn};
 
 use super::consumer_error::ConsumerError;
 use super::message::Message;
@@ -111,6 +111,8 @@ pub(crate) struct Driver {
     /// Round-robin start for handing out messages across partitions.
     next_sub: usize,
     activity: watch::Sender<Activity>,
+    /// Subscribe attempts after a lost subscription (see attach.rs).
+    resubscribes: attach::Resubscribes,
 }
 
 impl std::fmt::Debug for Driver {
@@ -158,6 +160,7 @@ impl Driver {
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
                 }
+                outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 () = sleep => {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
@@ -289,9 +292,10 @@ impl Driver {
             return None;
         }
         let topic = self.subs.first()?.name.to_string();
+        let attempts = self.resubscribes.attempts(0);
         Some(move || ConsumerError::Lost {
             topic: topic.clone(),
-            attempts: attach::RESUBSCRIBE_ATTEMPTS,
+            attempts,
         })
     }
 
@@ -384,12 +388,12 @@ impl Driver {
             ConsumerEvent::ReachedEndOfTopic => {
                 debug!(topic = %sub.name, "reached the end of the topic");
             }
-            ConsumerEvent::Closed(_) | ConsumerEvent::TopicMigrated(_) => {
-                self.reconnect(index).await;
+            ConsumerEvent::Closed(hint) | ConsumerEvent::TopicMigrated(hint) => {
+                self.reconnect(index, Some(hint)).await;
             }
             ConsumerEvent::ConnectionLost(e) => {
                 debug!(topic = %sub.name, error = %e, "connection lost");
-                self.reconnect(index).await;
+                self.reconnect(index, None).await;
             }
         }
     }

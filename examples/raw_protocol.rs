@@ -1,8 +1,9 @@
-//! The main job, for now: start an embedded broker (pulsar-lite), speak to
-//! it first with nothing but the codec (CONNECT, PING, LOOKUP), then through
+//! The protocol by hand: start an embedded broker (pulsar-lite), speak to it
+//! first with nothing but the codec (CONNECT, PING, LOOKUP), then through
 //! the `Client` (lookup, partition metadata, the pooled connection).
 //!
-//! Run it with `scripts/demo` (which does the set-up first).
+//! Run it with `cargo run --example raw_protocol` after `scripts/setup`.
+//! The main job is `scripts/demo` (`pulsar-wire demo`).
 
 use std::time::Instant;
 

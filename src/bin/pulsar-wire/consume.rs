@@ -1,0 +1,204 @@
+//! `pulsar-wire consume`: receive messages, apply an outcome to each (ack,
+//! nack or nothing) and print one JSON line per message.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use pulsar_wire::consumer::{DeadLetterPolicy, InitialPosition, SubscriptionType};
+use pulsar_wire::{Client, Consumer, Message};
+
+use crate::BoxError;
+
+/// Arguments of `consume`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The topic (a full name, or a short one in public/default).
+    topic: String,
+
+    /// The subscription name.
+    #[arg(short = 's', long)]
+    subscription: String,
+
+    /// The subscription type.
+    #[arg(short = 't', long = "type", value_enum, default_value_t = SubType::Exclusive)]
+    sub_type: SubType,
+
+    /// Exit after this many messages (default: run until idle or Ctrl-C).
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+
+    /// Where a new subscription starts.
+    #[arg(long, value_enum, default_value_t = Position::Latest)]
+    position: Position,
+
+    /// What to do with each message.
+    #[arg(long, value_enum, default_value_t = Outcome::Ack)]
+    outcome: Outcome,
+
+    /// Redeliver messages held this long without an ack or nack.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    ack_timeout_ms: Option<u64>,
+
+    /// Exit after this many milliseconds without a message.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    idle_exit_ms: Option<u64>,
+
+    /// How many messages the broker may push ahead of the application.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    receiver_queue: u32,
+
+    /// Forward a message to the dead-letter topic instead of delivering it
+    /// once it was redelivered N times (Shared and Key_Shared).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_redeliver: Option<u32>,
+
+    /// The dead-letter topic (default `<topic>-<subscription>-DLQ`).
+    #[arg(long, value_name = "TOPIC", requires = "max_redeliver")]
+    dlq_topic: Option<String>,
+
+    /// Instead of an outcome, send each message to the retry-letter topic
+    /// (`<topic>-<subscription>-RETRY`), to come back after MS
+    /// milliseconds; after --max-redeliver (default 16) rounds it goes to
+    /// the dead-letter topic.
+    #[arg(long, value_name = "MS", conflicts_with = "outcome")]
+    retry_later_ms: Option<u64>,
+}
+
+/// A subscription type, as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SubType {
+    Exclusive,
+    Shared,
+    Failover,
+    KeyShared,
+}
+
+impl From<SubType> for SubscriptionType {
+    fn from(t: SubType) -> Self {
+        match t {
+            SubType::Exclusive => Self::Exclusive,
+            SubType::Shared => Self::Shared,
+            SubType::Failover => Self::Failover,
+            SubType::KeyShared => Self::KeyShared,
+        }
+    }
+}
+
+/// Where a new subscription starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Position {
+    Earliest,
+    Latest,
+}
+
+impl From<Position> for InitialPosition {
+    fn from(p: Position) -> Self {
+        match p {
+            Position::Earliest => Self::Earliest,
+            Position::Latest => Self::Latest,
+        }
+    }
+}
+
+/// What `consume` does with each message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Outcome {
+    /// Acknowledge it.
+    Ack,
+    /// Negatively acknowledge it (it comes back).
+    Nack,
+    /// Neither (it comes back after the ack timeout, or on reconnect).
+    None,
+}
+
+pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
+    let mut builder = client
+        .consumer(args.topic.as_str(), args.subscription.as_str())
+        .subscription_type(args.sub_type.into())
+        .initial_position(args.position.into())
+        .receiver_queue_size(args.receiver_queue);
+    if let Some(ms) = args.ack_timeout_ms {
+        builder = builder.ack_timeout(Duration::from_millis(ms));
+    }
+    if let Some(n) = args.max_redeliver {
+        builder = builder.dead_letter_policy(DeadLetterPolicy {
+            dead_letter_topic: args.dlq_topic.clone(),
+            ..DeadLetterPolicy::after_redeliveries(n)
+        });
+    }
+    if args.retry_later_ms.is_some() {
+        builder = builder.enable_retry(true);
+    }
+    let mut consumer = builder.subscribe().await?;
+    let outcome = consume(&mut consumer, &args).await;
+    let closed = consumer.close().await;
+    outcome?;
+    Ok(closed?)
+}
+
+/// Receives until COUNT, idle time or Ctrl-C.
+async fn consume(consumer: &mut Consumer, args: &Args) -> Result<(), BoxError> {
+    let idle = args.idle_exit_ms.map(Duration::from_millis);
+    let mut seen = 0u64;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    while args.count.is_none_or(|n| seen < n) {
+        let next = async {
+            match idle {
+                Some(idle) => tokio::time::timeout(idle, consumer.receive()).await.ok(),
+                None => Some(consumer.receive().await),
+            }
+        };
+        let msg = tokio::select! {
+            next = next => match next {
+                Some(msg) => msg?,
+                None => break, // idle
+            },
+            _ = &mut ctrl_c => break,
+        };
+        let applied = match (args.retry_later_ms, args.outcome) {
+            (Some(ms), _) => {
+                consumer
+                    .reconsume_later(&msg, Duration::from_millis(ms))
+                    .await?;
+                "retry_later"
+            }
+            (None, Outcome::Ack) => {
+                consumer.ack(&msg).await?;
+                "ack"
+            }
+            (None, Outcome::Nack) => {
+                consumer.nack(&msg)?;
+                "nack"
+            }
+            (None, Outcome::None) => "none",
+        };
+        crate::print_json(&message_line(&msg, applied))?;
+        seen += 1;
+    }
+    Ok(())
+}
+
+/// One message as a JSON line: the payload as text when it is UTF-8,
+/// otherwise base64 with `"payload_base64": true`.
+pub(crate) fn message_line(msg: &Message, outcome: &str) -> serde_json::Value {
+    let mut line = serde_json::json!({
+        "topic": msg.topic(),
+        "message_id": msg.id().to_string(),
+        "redelivery_count": msg.redelivery_count(),
+        "key": msg.key(),
+        "properties": msg.properties(),
+        "publish_time": msg.publish_time(),
+    });
+    match std::str::from_utf8(msg.payload()) {
+        Ok(text) => line["payload"] = text.into(),
+        Err(_) => {
+            line["payload"] = base64::engine::general_purpose::STANDARD
+                .encode(msg.payload())
+                .into();
+            line["payload_base64"] = true.into();
+        }
+    }
+    line["outcome"] = outcome.into();
+    line
+}

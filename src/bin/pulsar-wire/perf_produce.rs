@@ -1,0 +1,189 @@
+//! `pulsar-wire perf produce`: send at a rate (or as fast as the producer
+//! takes them), measure send → receipt latency and throughput.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use pulsar_wire::Client;
+use pulsar_wire::producer::{ProducerMessage, SendReceipt};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::BoxError;
+use crate::perf::{self, Limits, SharedStats, Stats};
+use crate::produce::Codec;
+
+/// Arguments of `perf produce`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The topic (a full name, or a short one in public/default).
+    topic: String,
+
+    #[command(flatten)]
+    limits: Limits,
+
+    /// Messages per second (0: as fast as possible).
+    #[arg(short = 'r', long, default_value_t = 0)]
+    rate: u64,
+
+    /// Payload size in bytes.
+    #[arg(short = 's', long, default_value_t = 1024)]
+    size: usize,
+
+    /// Batch messages (off by default).
+    #[arg(long)]
+    batch: bool,
+
+    /// Most messages in one batch.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    batch_max_messages: u32,
+
+    /// Most payload bytes in one batch.
+    #[arg(long, default_value_t = 128 * 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    batch_max_bytes: u32,
+
+    /// Longest a batch waits for more messages, in milliseconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_max_delay_ms: u64,
+
+    /// Payload compression.
+    #[arg(long, value_enum, default_value_t = Codec::None)]
+    compression: Codec,
+
+    /// Most messages sent and not yet confirmed (sending waits beyond it).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending: u32,
+
+    /// Wait for each receipt before the next send (latency, not throughput).
+    #[arg(long, conflicts_with = "batch")]
+    sync: bool,
+}
+
+pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
+    let producer = client
+        .producer(args.topic.as_str())
+        .batching(args.batch)
+        .batching_max_messages(args.batch_max_messages as usize)
+        .batching_max_bytes(args.batch_max_bytes as usize)
+        .batching_max_delay(Duration::from_millis(args.batch_max_delay_ms))
+        .compression(args.compression.into())
+        .max_pending_messages(args.max_pending as usize)
+        .create()
+        .await?;
+    let stats: SharedStats = Arc::new(std::sync::Mutex::new(Stats::new(
+        "produce",
+        "send_to_receipt",
+    )));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let interrupted = interrupt_flag();
+    let start = Instant::now();
+    let deadline = args.limits.deadline(start)?;
+    perf::lock(&stats).start(start);
+    let reporter = tokio::spawn(perf::report_every_second(stats.clone(), stop_rx));
+
+    // One payload for every message: the producer never copies it.
+    let payload = Bytes::from(vec![b'x'; args.size]);
+    let pace = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
+    let size = args.size;
+
+    let outcome = if args.sync {
+        let mut sent = 0u64;
+        let mut result = Ok(());
+        while keep_going(&args.limits, sent, deadline, &interrupted) {
+            wait_turn(pace, start, sent).await;
+            let t = Instant::now();
+            match async {
+                producer
+                    .send(ProducerMessage::new(payload.clone()))
+                    .await?
+                    .await
+            }
+            .await
+            {
+                Ok(_) => perf::lock(&stats).record(Instant::now(), size, t.elapsed()),
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+            sent += 1;
+        }
+        result
+    } else {
+        let (receipts, pending) = mpsc::channel(args.max_pending as usize);
+        let collector = tokio::spawn(collect(pending, stats.clone(), size));
+        let mut sent = 0u64;
+        let mut result: Result<(), BoxError> = Ok(());
+        while keep_going(&args.limits, sent, deadline, &interrupted) {
+            wait_turn(pace, start, sent).await;
+            let t = Instant::now();
+            match producer.send(ProducerMessage::new(payload.clone())).await {
+                Ok(receipt) => {
+                    if receipts.send((receipt, t)).await.is_err() {
+                        break; // the collector stopped on an error
+                    }
+                }
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+            sent += 1;
+        }
+        let flushed = producer.flush().await;
+        drop(receipts);
+        let collected = collector.await?;
+        result.and(flushed.map_err(Into::into)).and(collected)
+    };
+    let _ = stop_tx.send(true);
+    let _ = reporter.await;
+    perf::finish(&stats, &args.topic, args.limits.json)?;
+    let closed = producer.close().await;
+    outcome?;
+    Ok(closed?)
+}
+
+/// Awaits receipts in order and records each one's latency.
+async fn collect(
+    mut pending: mpsc::Receiver<(SendReceipt, Instant)>,
+    stats: SharedStats,
+    size: usize,
+) -> Result<(), BoxError> {
+    while let Some((receipt, sent_at)) = pending.recv().await {
+        receipt.await?;
+        let now = Instant::now();
+        perf::lock(&stats).record(now, size, now.duration_since(sent_at));
+    }
+    Ok(())
+}
+
+/// Whether to send message number `sent`.
+fn keep_going(limits: &Limits, sent: u64, deadline: Option<Instant>, stop: &AtomicBool) -> bool {
+    !limits.reached(sent)
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && !stop.load(Ordering::Relaxed)
+}
+
+/// With a rate, waits until message `n`'s slot.
+async fn wait_turn(pace: Option<Duration>, start: Instant, n: u64) {
+    if let Some(pace) = pace {
+        let slot = start + pace.mul_f64(n as f64);
+        if slot > Instant::now() {
+            tokio::time::sleep_until(slot).await;
+        }
+    }
+}
+
+/// A flag that Ctrl-C sets, so a run ends with its summary.
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            set.store(true, Ordering::Relaxed);
+        }
+    });
+    flag
+}

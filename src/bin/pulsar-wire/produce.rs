@@ -1,0 +1,182 @@
+//! `pulsar-wire produce`: send texts (or generated payloads) and print one
+//! JSON line per confirmed message.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use pulsar_wire::Client;
+use pulsar_wire::producer::{ProducerMessage, SendReceipt};
+
+use crate::BoxError;
+
+/// Arguments of `produce`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The topic (a full name, or a short one in public/default).
+    topic: String,
+
+    /// A message to send (repeat for several). Without -m, COUNT generated
+    /// payloads of SIZE bytes are sent.
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    messages: Vec<String>,
+
+    /// The -m values are base64 text of binary payloads.
+    #[arg(long, requires = "messages")]
+    base64: bool,
+
+    /// With -m: how many times to send the list; without: how many
+    /// generated payloads to send.
+    #[arg(short = 'n', long, value_name = "COUNT", default_value_t = 1)]
+    count: u64,
+
+    /// Size of each generated payload in bytes (without -m).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 100,
+        conflicts_with = "messages"
+    )]
+    size: usize,
+
+    /// The partition key of every message.
+    #[arg(long)]
+    key: Option<String>,
+
+    /// A property of every message (repeat for several).
+    #[arg(short = 'p', long = "property", value_name = "KEY=VALUE", value_parser = crate::key_value)]
+    properties: Vec<(String, String)>,
+
+    /// Batch messages (off by default: one entry per message).
+    #[arg(long)]
+    batch: bool,
+
+    /// Payload compression.
+    #[arg(long, value_enum, default_value_t = Codec::None)]
+    compression: Codec,
+
+    /// Ask the broker to deliver each message this many milliseconds after
+    /// it is sent (Shared and Key_Shared subscriptions).
+    #[arg(long, value_name = "MS")]
+    deliver_after_ms: Option<u64>,
+
+    /// Most messages sent but not yet confirmed.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending: u32,
+}
+
+/// A payload codec, as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Codec {
+    None,
+    Lz4,
+    Zlib,
+    Zstd,
+    Snappy,
+}
+
+impl From<Codec> for pulsar_wire::compression::Compression {
+    fn from(c: Codec) -> Self {
+        match c {
+            Codec::None => Self::None,
+            Codec::Lz4 => Self::Lz4,
+            Codec::Zlib => Self::Zlib,
+            Codec::Zstd => Self::Zstd,
+            Codec::Snappy => Self::Snappy,
+        }
+    }
+}
+
+/// Payload `i` of a generated run: `SIZE` printable bytes starting with
+/// the index, so a consumer can tell them apart.
+pub(crate) fn generated_payload(i: u64, size: usize) -> Bytes {
+    let mut p = format!("message-{i} ").into_bytes();
+    p.resize(size, b'.');
+    Bytes::from(p)
+}
+
+pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
+    let payloads = payloads(&args)?;
+    let producer = client
+        .producer(args.topic.as_str())
+        .batching(args.batch)
+        .compression(args.compression.into())
+        .max_pending_messages(args.max_pending as usize)
+        .create()
+        .await?;
+    let window = args.max_pending as usize;
+    let mut in_flight: VecDeque<SendReceipt> = VecDeque::with_capacity(window.min(4096));
+    let mut confirmed = 0u64;
+    for payload in payloads {
+        if in_flight.len() == window {
+            let receipt = in_flight.pop_front().ok_or("empty window")?;
+            confirm(receipt, &mut confirmed).await?;
+        }
+        let mut msg = ProducerMessage::new(payload);
+        if let Some(key) = &args.key {
+            msg = msg.key(key.as_str());
+        }
+        for (k, v) in &args.properties {
+            msg = msg.property(k.as_str(), v.as_str());
+        }
+        if let Some(ms) = args.deliver_after_ms {
+            msg = msg.deliver_after(Duration::from_millis(ms));
+        }
+        in_flight.push_back(producer.send(msg).await?);
+    }
+    producer.flush().await?;
+    for receipt in in_flight {
+        confirm(receipt, &mut confirmed).await?;
+    }
+    producer.close().await?;
+    Ok(())
+}
+
+/// Waits for one receipt and prints its line.
+async fn confirm(receipt: SendReceipt, confirmed: &mut u64) -> Result<(), BoxError> {
+    let id = receipt.await?;
+    crate::print_json(&serde_json::json!({
+        "index": *confirmed,
+        "message_id": id.to_string(),
+    }))?;
+    *confirmed += 1;
+    Ok(())
+}
+
+/// Every payload to send, in order.
+fn payloads(args: &Args) -> Result<Box<dyn Iterator<Item = Bytes> + Send>, BoxError> {
+    if args.messages.is_empty() {
+        let (count, size) = (args.count, args.size);
+        return Ok(Box::new(
+            (0..count).map(move |i| generated_payload(i, size)),
+        ));
+    }
+    let mut list = Vec::with_capacity(args.messages.len());
+    for (i, m) in args.messages.iter().enumerate() {
+        list.push(if args.base64 {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(m)
+                .map_err(|e| format!("-m #{}: not base64: {e}", i + 1))?;
+            Bytes::from(bytes)
+        } else {
+            Bytes::from(m.clone())
+        });
+    }
+    let count = args.count;
+    Ok(Box::new(
+        (0..count).flat_map(move |_| list.clone().into_iter()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_payloads_have_the_size_and_start_with_their_index() {
+        assert_eq!(&generated_payload(7, 12)[..], b"message-7 ..");
+        assert_eq!(generated_payload(123, 4).len(), 4);
+        assert_eq!(generated_payload(0, 1000).len(), 1000);
+    }
+}

@@ -1,0 +1,149 @@
+//! The driver's link to the broker: up, or being re-created in the
+//! background, one attempt at a time, with backoff between attempts (reset
+//! after a success) and no limit on attempts while the producer is open.
+//! Only a final refusal from the broker (see [`retryable`]) ends the
+//! producer; a send timeout fails the sends that waited too long but the
+//! producer keeps trying. The SENDs go out here too: only what the current
+//! connection has not had yet, and nothing while re-creating.
+
+use futures::future::BoxFuture;
+use tracing::info;
+
+use super::*;
+use crate::client::backoff::Backoff;
+use crate::connection::{BrokerHint, ConnectionError};
+use crate::producer::connect::{self, Old, retryable};
+
+type Attempt = BoxFuture<'static, Result<Created, ProducerError>>;
+
+/// Up on the current connection, or re-creating.
+#[derive(Default)]
+pub(super) struct Link {
+    attempt: Option<Attempt>,
+    backoff: Backoff,
+}
+
+impl Link {
+    pub(super) const fn is_up(&self) -> bool {
+        self.attempt.is_none()
+    }
+
+    /// The outcome of the attempt under way (pending forever while up).
+    pub(super) async fn attempt(&mut self) -> Result<Created, ProducerError> {
+        match self.attempt.as_mut() {
+            Some(attempt) => attempt.await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn start(&mut self, recipe: Recipe, old: Option<Old>, hint: Option<BrokerHint>) {
+        let delay = self.backoff.next_delay();
+        debug!(
+            ?delay,
+            attempt = self.backoff.attempts(),
+            "re-creating the producer"
+        );
+        self.attempt = Some(Box::pin(connect::recreate(recipe, old, hint, delay)));
+    }
+}
+
+impl Driver {
+    /// The producer on the broker is gone or cannot be trusted (`why`):
+    /// re-create it, at `hint`'s broker if the broker named one, closing
+    /// the old one first if `close_old`. Every unconfirmed entry will be
+    /// written again.
+    pub(super) fn lose(&mut self, why: ProducerError, hint: Option<BrokerHint>, close_old: bool) {
+        if !self.link.is_up() || self.dead.is_some() {
+            return;
+        }
+        warn!(error = %why, unconfirmed = self.pending.in_flight().count(), "producer link lost; re-creating it");
+        self.pending.rewind();
+        let old = Old {
+            conn: self.p.conn.clone(),
+            id: self.p.id,
+            close: close_old,
+        };
+        self.link.start(self.recipe.clone(), Some(old), hint);
+    }
+
+    /// Takes the outcome of one reconnect attempt.
+    pub(super) fn on_attempt(&mut self, outcome: Result<Created, ProducerError>) {
+        self.link.attempt = None;
+        match outcome {
+            Ok(fresh) => {
+                info!(
+                    connection = %fresh.conn.id(),
+                    producer = %fresh.id,
+                    resend = self.pending.unsent(),
+                    "producer re-created; resending what is unconfirmed"
+                );
+                self.link.backoff.reset();
+                self.p.conn = fresh.conn;
+                self.p.id = fresh.id;
+                self.p.events = fresh.events;
+            }
+            Err(e) if retryable(&e) => {
+                debug!(error = %e, "re-creating the producer failed; trying again");
+                self.link.start(self.recipe.clone(), None, None);
+            }
+            Err(e) => self.die(e),
+        }
+    }
+
+    /// Moves every sealed entry, in order, into the in-flight queue, then
+    /// writes what the current connection has not had yet (nothing while
+    /// the producer is being re-created).
+    pub(super) async fn write_ready(&mut self) {
+        while let Some(sealed) = self.batcher.poll_ready() {
+            let entry = match sealed {
+                Ok(entry) => entry,
+                Err(SealError { tokens, error }) => {
+                    self.fail(
+                        tokens,
+                        &ProducerError::Compression(std::sync::Arc::new(error)),
+                    );
+                    continue;
+                }
+            };
+            let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
+            if size > max {
+                self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
+                continue;
+            }
+            let payload = Payload {
+                broker_entry_metadata: None,
+                checksum: Checksum::Valid,
+                metadata: entry.metadata,
+                data: entry.payload,
+            };
+            self.pending.push(
+                clock::now(),
+                entry.first,
+                entry.last,
+                entry.batched,
+                entry.uncompressed,
+                entry.tokens,
+                payload,
+            );
+        }
+        while self.link.is_up() && self.dead.is_none() {
+            let Some((first, count, payload)) = self.pending.take_unsent() else {
+                break;
+            };
+            let num = i32::try_from(count).unwrap_or(i32::MAX);
+            let frame = Frame {
+                command: commands::send(self.p.id, SequenceId(first), num),
+                payload: Some(payload.clone()),
+            };
+            match self.p.conn.send_payload(frame).await {
+                Ok(()) => {}
+                // Never written, and it never will be: fail it, not the link.
+                Err(ConnectionError::TooLarge { size, max }) => {
+                    let tokens = self.pending.remove_last_taken().unwrap_or_default();
+                    self.fail(tokens, &ProducerError::MessageTooLarge { size, max });
+                }
+                Err(e) => self.lose(ProducerError::ConnectionLost(e), None, false),
+            }
+        }
+    }
+}

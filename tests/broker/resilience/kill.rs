@@ -1,0 +1,129 @@
+//! The broker is killed with SIGKILL and restarted on the same port and
+//! data directory while a producer sends or a consumer acks: no confirmed
+//! message is lost, and the handles carry on by themselves. pulsar-lite
+//! only: on Apache the broker process is not the test's to kill.
+
+use std::collections::HashSet;
+
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::common::broker::{BrokerKind, skip_unless};
+use crate::common::unique_topic;
+
+const REASON: &str = "kills and restarts the broker process, which only a per-test pulsar-lite is";
+
+#[tokio::test]
+async fn kill_9_during_produce_loses_no_confirmed_message() {
+    const TOTAL: u64 = 5_000;
+    if skip_unless(BrokerKind::Lite, REASON) {
+        return;
+    }
+    let mut broker = TestBroker::start().await;
+    let topic = unique_topic("kill-produce");
+    let client = direct(&broker).await;
+    let producer = client.producer(&topic).create().await.expect("producer");
+    let (halfway_tx, halfway) = oneshot::channel();
+    let sending = tokio::spawn(async move {
+        let mut halfway = Some(halfway_tx);
+        let mut pending = std::collections::VecDeque::new();
+        let mut confirmed = Vec::new();
+        for i in 0..TOTAL {
+            pending.push_back((i, producer.send(body(i)).await.expect("queued")));
+            while pending.len() > 500 {
+                let (n, receipt) = pending.pop_front().expect("non-empty");
+                receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
+                confirmed.push(n);
+            }
+            if confirmed.len() >= 1_000 {
+                if let Some(tx) = halfway.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        for (n, receipt) in pending {
+            receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
+            confirmed.push(n);
+        }
+        producer.close().await.expect("close");
+        confirmed
+    });
+    guard("kill during produce", async {
+        halfway.await.expect("1,000 confirmed");
+        broker.kill9_and_restart().await;
+    })
+    .await;
+    let confirmed = guard("producer carries on", sending).await.expect("task");
+    assert_eq!(confirmed.len() as u64, TOTAL);
+
+    let check = direct(&broker).await;
+    let end = check.producer(&topic).create().await.expect("end producer");
+    end.send(END)
+        .await
+        .expect("queued")
+        .await
+        .expect("end marker");
+    let read = read_back(&check, &topic).await;
+    let duplicates = check_all_there_in_order(&confirmed, &read);
+    eprintln!(
+        "kill-produce: {} confirmed, {} read back after kill -9, {duplicates} duplicates",
+        confirmed.len(),
+        read.len()
+    );
+}
+
+#[tokio::test]
+async fn kill_9_during_consume_loses_nothing_and_unacked_messages_come_back() {
+    const TOTAL: u64 = 3_000;
+    if skip_unless(BrokerKind::Lite, REASON) {
+        return;
+    }
+    let mut broker = TestBroker::start().await;
+    let topic = unique_topic("kill-consume");
+    let client = direct(&broker).await;
+    let producer = client.producer(&topic).create().await.expect("producer");
+    let mut consumer = fresh_consumer(&client, &topic, "kill").await;
+    guard("produce", async {
+        let mut receipts = Vec::new();
+        for i in 0..TOTAL {
+            receipts.push(producer.send(body(i)).await.expect("queued"));
+        }
+        for receipt in receipts {
+            receipt.await.expect("stored");
+        }
+    })
+    .await;
+
+    let mut acked = HashSet::new();
+    let mut seen = HashSet::new();
+    let mut deliveries = 0u64;
+    let mut acked_then_redelivered = 0u64;
+    guard("consume, kill -9, consume", async {
+        while (seen.len() as u64) < TOTAL {
+            if deliveries == 1_000 {
+                broker.kill9_and_restart().await;
+            }
+            let m = consumer.receive().await.expect("receive");
+            deliveries += 1;
+            let n = number(m.payload()).expect("a test payload");
+            seen.insert(n);
+            if acked.contains(&n) {
+                acked_then_redelivered += 1;
+            }
+            if consumer.ack(&m).await.is_ok() {
+                acked.insert(n);
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        seen.len() as u64,
+        TOTAL,
+        "every message delivered at least once"
+    );
+    eprintln!(
+        "kill-consume: {TOTAL} messages, {deliveries} deliveries, \
+         {acked_then_redelivered} acked before the kill and delivered again"
+    );
+    consumer.close().await.expect("close");
+}

@@ -1,0 +1,128 @@
+//! `perf produce` / `perf consume --json`: the summaries count what was
+//! asked (no timing assertions: only that the numbers are sane).
+
+use serde_json::Value;
+
+use crate::common::broker::TestBroker;
+use crate::common::unique_topic;
+use crate::pulsar_wire;
+
+/// The one summary line, with the fields every summary has.
+fn summary(lines: &[Value], op: &str, count: u64, size: u64) -> Value {
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let s = lines[0].clone();
+    assert_eq!(s["op"], op);
+    assert_eq!(s["count"], count, "{s}");
+    assert_eq!(s["bytes"], count * size, "{s}");
+    for k in [
+        "seconds",
+        "msgs_per_sec",
+        "mb_per_sec",
+        "cpu_user_s",
+        "cpu_sys_s",
+    ] {
+        let v = s[k].as_f64().unwrap_or_else(|| panic!("{k} in {s}"));
+        assert!(v.is_finite() && v >= 0.0, "{k} in {s}");
+    }
+    assert!(s["msgs_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+    let [p50, p99, p999, max] = ["lat_p50_us", "lat_p99_us", "lat_p999_us", "lat_max_us"]
+        .map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")));
+    assert!(p50 <= p99 && p99 <= p999 && p999 <= max, "{s}");
+    s
+}
+
+#[tokio::test]
+async fn perf_produce_then_perf_consume_report_what_was_asked() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf");
+
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf", "produce", &topic, "-n", "2000", "--size", "100", "--batch", "--json",
+        ],
+    )
+    .await;
+    let s = summary(&run.ok_lines(), "produce", 2000, 100);
+    assert_eq!(s["latency"], "send_to_receipt");
+    assert!(
+        run.stderr.contains("perf produce summary: 2000 msgs"),
+        "{run:#?}"
+    );
+
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf",
+            "produce",
+            &topic,
+            "-n",
+            "50",
+            "--size",
+            "100",
+            "--sync",
+            "--compression",
+            "lz4",
+            "--json",
+        ],
+    )
+    .await;
+    summary(&run.ok_lines(), "produce", 50, 100);
+
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf",
+            "consume",
+            &topic,
+            "-s",
+            "perf",
+            "-t",
+            "shared",
+            "--position",
+            "earliest",
+            "-n",
+            "2050",
+            "--json",
+        ],
+    )
+    .await;
+    let s = summary(&run.ok_lines(), "consume", 2050, 100);
+    assert_eq!(s["latency"], "publish_to_receive");
+
+    // Everything was acked: a duration-bounded run finds nothing more.
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf",
+            "consume",
+            &topic,
+            "-s",
+            "perf",
+            "-t",
+            "shared",
+            "--duration",
+            "0.5",
+            "--json",
+        ],
+    )
+    .await;
+    let lines = run.ok_lines();
+    assert_eq!(lines[0]["count"], 0, "{lines:?}");
+}
+
+#[tokio::test]
+async fn perf_produce_at_a_rate_sends_exactly_the_count() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-rate");
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf", "produce", &topic, "-n", "30", "--rate", "100", "--size", "10", "--json",
+        ],
+    )
+    .await;
+    summary(&run.ok_lines(), "produce", 30, 10);
+}

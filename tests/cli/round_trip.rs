@@ -1,0 +1,247 @@
+//! produce → consume through the broker: content, outcomes, exits.
+
+use std::collections::HashSet;
+
+use serde_json::json;
+
+use crate::common::broker::TestBroker;
+use crate::common::unique_topic;
+use crate::pulsar_wire;
+
+#[tokio::test]
+async fn produce_then_consume_keeps_key_properties_and_binary_payloads() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-round-trip");
+
+    let texts = pulsar_wire(
+        &url,
+        &[
+            "produce", &topic, "-m", "hello", "-m", "wörld", "--key", "k1", "-p", "a=1", "-p",
+            "b=x=y",
+        ],
+    )
+    .await
+    .ok_lines();
+    // 0x00 0x01 0x02 0xff: not UTF-8, so it comes back as base64.
+    let binary = pulsar_wire(&url, &["produce", &topic, "--base64", "-m", "AAEC/w=="])
+        .await
+        .ok_lines();
+    assert_eq!((texts.len(), binary.len()), (2, 1));
+    let produced: Vec<&str> = texts
+        .iter()
+        .chain(&binary)
+        .map(|l| l["message_id"].as_str().expect("message_id"))
+        .collect();
+    for id in &produced {
+        let parts: Vec<&str> = id.split(':').collect();
+        assert!(
+            parts.len() >= 3 && parts.iter().all(|p| p.parse::<i64>().is_ok()),
+            "{id}"
+        );
+    }
+
+    let lines = pulsar_wire(
+        &url,
+        &[
+            "consume",
+            &topic,
+            "-s",
+            "sub",
+            "-t",
+            "shared",
+            "--position",
+            "earliest",
+            "-n",
+            "3",
+        ],
+    )
+    .await
+    .ok_lines();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, produced);
+    for (line, payload) in lines.iter().zip(["hello", "wörld"]) {
+        assert_eq!(line["topic"], json!(topic));
+        assert_eq!(line["payload"], json!(payload));
+        assert_eq!(line.get("payload_base64"), None);
+        assert_eq!(line["key"], json!("k1"));
+        assert_eq!(line["properties"], json!({"a": "1", "b": "x=y"}));
+        assert_eq!(line["redelivery_count"], json!(0));
+        assert_eq!(line["outcome"], json!("ack"));
+    }
+    assert_eq!(lines[2]["payload"], json!("AAEC/w=="));
+    assert_eq!(lines[2]["payload_base64"], json!(true));
+    assert_eq!(lines[2]["key"], json!(null));
+    assert_eq!(lines[2]["properties"], json!({}));
+
+    // All three were acked: the subscription is empty now.
+    let again = pulsar_wire(
+        &url,
+        &[
+            "consume",
+            &topic,
+            "-s",
+            "sub",
+            "-t",
+            "shared",
+            "--idle-exit-ms",
+            "500",
+        ],
+    )
+    .await
+    .ok_lines();
+    assert!(again.is_empty(), "acked messages came back: {again:?}");
+}
+
+#[tokio::test]
+async fn every_compression_codec_round_trips_batched_generated_payloads() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    for codec in ["none", "lz4", "zlib", "zstd", "snappy"] {
+        let topic = unique_topic(&format!("cli-{codec}"));
+        let sent = pulsar_wire(
+            &url,
+            &[
+                "produce",
+                &topic,
+                "-n",
+                "20",
+                "--size",
+                "300",
+                "--batch",
+                "--compression",
+                codec,
+            ],
+        )
+        .await
+        .ok_lines();
+        assert_eq!(sent.len(), 20, "{codec}");
+        // Batched: the ids carry a batch index.
+        assert!(
+            sent.iter()
+                .all(|l| l["message_id"].as_str().unwrap().split(':').count() == 4),
+            "{codec}: {sent:?}"
+        );
+        let got = pulsar_wire(
+            &url,
+            &[
+                "consume",
+                &topic,
+                "-s",
+                "s",
+                "-t",
+                "shared",
+                "--position",
+                "earliest",
+                "-n",
+                "20",
+            ],
+        )
+        .await
+        .ok_lines();
+        let payloads: Vec<&str> = got.iter().map(|l| l["payload"].as_str().unwrap()).collect();
+        assert_eq!(payloads.len(), 20, "{codec}");
+        for (i, p) in payloads.iter().enumerate() {
+            assert_eq!(p.len(), 300, "{codec}");
+            assert!(p.starts_with(&format!("message-{i} ")), "{codec}: {p}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_nacked_message_comes_back_with_redelivery_count_one() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-nack");
+    pulsar_wire(&url, &["produce", &topic, "-m", "again"])
+        .await
+        .ok_lines();
+    let lines = pulsar_wire(
+        &url,
+        &[
+            "consume",
+            &topic,
+            "-s",
+            "s",
+            "-t",
+            "shared",
+            "--position",
+            "earliest",
+            "--outcome",
+            "nack",
+            "-n",
+            "2",
+        ],
+    )
+    .await
+    .ok_lines();
+    let seen: Vec<(u64, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["redelivery_count"].as_u64().unwrap(),
+                l["payload"].as_str().unwrap(),
+                l["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [(0, "again", "nack"), (1, "again", "nack")]);
+    assert_eq!(lines[0]["message_id"], lines[1]["message_id"]);
+}
+
+#[tokio::test]
+async fn consume_exits_cleanly_when_idle_and_outcome_none_keeps_the_backlog() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-idle");
+    let nothing = pulsar_wire(
+        &url,
+        &[
+            "consume",
+            &topic,
+            "-s",
+            "s",
+            "-t",
+            "shared",
+            "--idle-exit-ms",
+            "300",
+        ],
+    )
+    .await
+    .ok_lines();
+    assert!(nothing.is_empty());
+
+    pulsar_wire(&url, &["produce", &topic, "-n", "3", "--size", "20"])
+        .await
+        .ok_lines();
+    // Not acked: once the first consumer has closed, all three are there again.
+    let args = [
+        "consume",
+        &topic,
+        "-s",
+        "s",
+        "-t",
+        "shared",
+        "--position",
+        "earliest",
+        "--outcome",
+        "none",
+        "-n",
+        "3",
+    ];
+    let first = pulsar_wire(&url, &args).await.ok_lines();
+    let second = pulsar_wire(&url, &args).await.ok_lines();
+    let ids = |lines: &[serde_json::Value]| -> HashSet<String> {
+        lines
+            .iter()
+            .map(|l| l["message_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(first.len(), 3, "{first:?}");
+    assert_eq!(ids(&first), ids(&second));
+    assert!(first.iter().all(|l| l["outcome"] == json!("none")));
+}

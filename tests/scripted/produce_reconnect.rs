@@ -1,0 +1,188 @@
+//! Producer reconnection against the scripted broker: a lost connection, a
+//! receipt that skips ahead and CLOSE_PRODUCER re-create the producer
+//! (under its name, at the broker named if one is) and resend every
+//! unconfirmed message in order with its sequence id; close during a
+//! reconnect ends at once; sends made while reconnecting are bounded by the
+//! send timeout.
+
+use super::*;
+
+/// Answers the LOOKUP and PRODUCER of a re-created producer on `broker`;
+/// checks it asked under the name the broker gave; returns its new id.
+async fn recreate(broker: &mut FakeBroker) -> u64 {
+    let lookup = broker.expect(Type::Lookup).await;
+    let here = format!("pulsar://{SERVICE}");
+    broker
+        .send(answer::lookup(
+            request_id(&lookup),
+            LookupType::Connect,
+            &here,
+            true,
+        ))
+        .await;
+    answer_producer(broker).await
+}
+
+async fn answer_producer(broker: &mut FakeBroker) -> u64 {
+    let create = broker.expect(Type::Producer).await;
+    let body = create.command.producer.as_ref().expect("PRODUCER");
+    assert_eq!(body.producer_name.as_deref(), Some("p-1"), "the same name");
+    let id = body.producer_id;
+    broker
+        .send(producer_success(request_id(&create), "p-1", -1))
+        .await;
+    id
+}
+
+fn close_producer(producer: u64, broker_url: Option<&str>) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::CloseProducer as i32,
+        close_producer: Some(Box::new(proto::CommandCloseProducer {
+            producer_id: producer,
+            request_id: 0,
+            assigned_broker_service_url: broker_url.map(str::to_owned),
+            ..proto::CommandCloseProducer::default()
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_connection_resends_every_unconfirmed_message_in_order() {
+    guard("reconnect", async {
+        let (producer, mut broker, mut svc) =
+            producer_with(None, -1, 64 << 20, WhenFull::Block).await;
+        let mut receipts = Vec::new();
+        for body in ["x", "y", "z"] {
+            receipts.push(producer.send(body).await.expect("queued"));
+        }
+        let (id, _) = send_of(&broker.expect(Type::Send).await);
+        broker.expect(Type::Send).await;
+        broker.expect(Type::Send).await;
+        broker.send(answer::receipt(id, 0)).await;
+        drop(broker);
+        // Queued while the producer is re-created: it waits for it.
+        receipts.push(producer.send("w").await.expect("queued"));
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        let fresh = recreate(&mut broker).await;
+        let mut resent = Vec::new();
+        for _ in 0..3 {
+            let frame = broker.expect(Type::Send).await;
+            let (producer_id, seq) = send_of(&frame);
+            assert_eq!(producer_id, fresh, "sent as the new producer");
+            let payload = frame.payload.as_ref().expect("payload");
+            resent.push((seq, payload.data.clone()));
+        }
+        let expected = [(1, "y"), (2, "z"), (3, "w")].map(|(s, b)| (s, bytes::Bytes::from(b)));
+        assert_eq!(
+            resent, expected,
+            "unconfirmed ones first, in order, same sequence ids"
+        );
+        for seq in 1..=3 {
+            broker.send(answer::receipt(fresh, seq)).await;
+        }
+        let ids: Vec<u64> = futures::future::join_all(receipts)
+            .await
+            .into_iter()
+            .map(|r| r.expect("stored").entry_id)
+            .collect();
+        assert_eq!(ids, [0, 1, 2, 3]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_receipt_that_skips_ahead_re_creates_the_producer_and_resends() {
+    guard("out of order", async {
+        let (producer, mut broker, _svc) = producer_with(None, 9, 64 << 20, WhenFull::Block).await;
+        let first = producer.send("a").await.expect("queued");
+        let second = producer.send("b").await.expect("queued");
+        let (id, _) = send_of(&broker.expect(Type::Send).await);
+        broker.expect(Type::Send).await;
+        // A stale receipt (before anything in flight) is ignored...
+        broker.send(answer::receipt(id, 3)).await;
+        // ...one for the second send while the first is oldest is not: the
+        // producer is closed and created again on the same connection.
+        broker.send(answer::receipt(id, 11)).await;
+        let close = broker.expect(Type::CloseProducer).await;
+        let body = close
+            .command
+            .close_producer
+            .as_ref()
+            .expect("CLOSE_PRODUCER");
+        assert_eq!(body.producer_id, id);
+        broker.send(answer::success(body.request_id)).await;
+        let fresh = recreate(&mut broker).await;
+        assert_ne!(fresh, id, "a fresh producer id");
+        assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 10));
+        assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 11));
+        broker.send(answer::receipt(fresh, 10)).await;
+        broker.send(answer::receipt(fresh, 11)).await;
+        assert_eq!(first.await.expect("stored").entry_id, 10);
+        assert_eq!(second.await.expect("stored").entry_id, 11);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_producer_naming_a_broker_goes_straight_there() {
+    guard("assigned broker", async {
+        let net = FakeNetwork::new();
+        let mut other = net.listen("other:6650");
+        let (producer, mut broker, _svc) =
+            producer_on(&net, None, -1, 64 << 20, WhenFull::Block).await;
+        let receipt = producer.send("m").await.expect("queued");
+        let (id, seq) = send_of(&broker.expect(Type::Send).await);
+        assert_eq!(seq, 0);
+        broker
+            .send(close_producer(id, Some("pulsar://other:6650")))
+            .await;
+        let mut moved = other.accept().await;
+        moved.handshake().await;
+        // No lookup: PRODUCER is the first request there.
+        let fresh = answer_producer(&mut moved).await;
+        assert_eq!(send_of(&moved.expect(Type::Send).await), (fresh, 0));
+        moved.send(answer::receipt(fresh, 0)).await;
+        assert_eq!(receipt.await.expect("stored").entry_id, 0);
+        assert_eq!(net.connects("other:6650"), 1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_during_a_reconnect_ends_closed_and_fails_what_is_pending() {
+    guard("close while reconnecting", async {
+        // The listener is gone: every reconnect attempt is refused.
+        let (producer, mut broker) = producer(None, -1).await;
+        let receipt = producer.send("x").await.expect("queued");
+        broker.expect(Type::Send).await;
+        drop(broker);
+        producer
+            .close()
+            .await
+            .expect("closed without waiting for a broker");
+        assert!(matches!(receipt.await, Err(ProducerError::Closed)));
+        assert!(matches!(
+            producer.send("late").await,
+            Err(ProducerError::Closed)
+        ));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sends_made_while_reconnecting_wait_until_the_send_timeout() {
+    guard("send timeout while reconnecting", async {
+        let (producer, broker) = producer(None, -1).await;
+        drop(broker);
+        let waiting = producer.send("x").await.expect("queued while reconnecting");
+        assert!(matches!(
+            waiting.await,
+            Err(ProducerError::Timeout { after }) if after == Duration::from_secs(30)
+        ));
+        // Still trying: the producer is not dead, a later send is queued.
+        let _later = producer.send("y").await.expect("queued");
+    })
+    .await;
+}
