@@ -335,3 +335,41 @@ async fn topic_migrated_subscribes_again_straight_at_the_named_broker() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_subscription_made_after_close_is_closed_on_the_broker() {
+    let net = FakeNetwork::new();
+    guard("orphan subscription", async {
+        let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        broker
+            .send(BaseCommand {
+                r#type: Type::CloseConsumer as i32,
+                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
+                    consumer_id: id,
+                    ..proto::CommandCloseConsumer::default()
+                })),
+                ..BaseCommand::default()
+            })
+            .await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let here = format!("pulsar://{SERVICE}");
+        broker
+            .send(answer::lookup(
+                request_id(&lookup),
+                LookupType::Connect,
+                &here,
+                true,
+            ))
+            .await;
+        let subscribe = broker.expect(Type::Subscribe).await;
+        let body = subscribe.command.subscribe.as_ref().expect("body");
+        // Closed while its SUBSCRIBE is in flight: close does not wait...
+        consumer.close().await.expect("closed");
+        broker.send(answer::success(body.request_id)).await;
+        // ...and the subscription made after all is closed on the broker.
+        let close = broker.expect(Type::CloseConsumer).await;
+        let closed = close.command.close_consumer.as_ref().map(|c| c.consumer_id);
+        assert_eq!(closed, Some(body.consumer_id));
+    })
+    .await;
+}

@@ -8,6 +8,14 @@ impl Driver {
     /// is answered by the first ack sent (after its ACK_RESPONSE, with
     /// receipts), or at once if the ack sent nothing yet.
     pub(super) async fn run_actions(&mut self, index: usize, mut reply: Option<Reply<()>>) {
+        if self.resubscribes.is_running(index) {
+            // Subscribing again: the actions wait in the core for the new
+            // consumer id (acks are kept across a reconnect).
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(()));
+            }
+            return;
+        }
         let sub = &mut self.subs[index];
         while let Some(action) = sub.core.poll_action() {
             let (conn, id) = (&sub.conn, sub.id);

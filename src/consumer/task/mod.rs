@@ -8,6 +8,7 @@
 
 mod attach;
 mod execute;
+mod resubscribe;
 
 pub(crate) use attach::expand;
 
@@ -107,8 +108,8 @@ pub(crate) struct Driver {
     /// Round-robin start for handing out messages across partitions.
     next_sub: usize,
     activity: watch::Sender<Activity>,
-    /// Subscribe attempts after a lost subscription (see attach.rs).
-    resubscribes: attach::Resubscribes,
+    /// Subscribe attempts after a lost subscription (see resubscribe.rs).
+    resubscribes: resubscribe::Resubscribes,
 }
 
 impl std::fmt::Debug for Driver {
