@@ -9,6 +9,8 @@ pub mod compression;
 pub mod connection;
 pub mod consumer;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ids;
 pub mod message_id;
 pub mod producer;

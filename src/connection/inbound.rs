@@ -34,7 +34,13 @@ impl Router {
     /// and dropped.
     pub(crate) fn on_inbound(&mut self, frame: Frame) -> Reaction {
         let Frame { command, payload } = frame;
-        let kind = command.r#type();
+        let Ok(kind) = Type::try_from(command.r#type) else {
+            debug!(
+                command_type = command.r#type,
+                "command of an unknown type ignored"
+            );
+            return Reaction::None;
+        };
         match kind {
             Type::Ping => return Reaction::SendPong,
             Type::AuthChallenge => return Reaction::AnswerAuthChallenge,

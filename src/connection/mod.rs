@@ -39,6 +39,7 @@ use crate::ids::{ConsumerId, ProducerId, RequestId};
 use crate::proto::BaseCommand;
 use crate::wire::{self, Frame};
 use command::Command;
+pub(crate) use router::Router;
 
 /// Capacity of the control lane: requests, registrations, acks and flow.
 const CONTROL_LANE_CAPACITY: usize = 1024;

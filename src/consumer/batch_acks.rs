@@ -55,7 +55,9 @@ impl Entry {
     fn ack_set(&self) -> Vec<i64> {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
         if let (Some(last), tail @ 1..) = (words.last_mut(), self.size % 64) {
-            *last &= (1_i64 << tail).wrapping_sub(1); // tail 63: no overflow
+            // In u64: for a tail of 63, `1_i64 << 63` is i64::MIN and
+            // subtracting 1 would overflow.
+            *last &= ((1_u64 << tail) - 1) as i64;
         }
         words
     }
@@ -140,6 +142,30 @@ impl BatchAcks {
         Self::outcome(&mut self.entries, key)
     }
 
+    /// Members `indexes` of `entry` (a batch of `size`) will never be
+    /// delivered: the broker's `ack_set` marks them acked, or compaction
+    /// removed them. They count as acked, so the entry ack is not held back
+    /// waiting for them. Call it after the delivered members arrived: only
+    /// an entry with state is touched (members all dropped on arrival leave
+    /// none behind), except that an entry with every member skipped is done
+    /// at once. Indexes outside the batch are ignored.
+    pub(crate) fn skip(&mut self, entry: MessageId, size: u32, indexes: &[i32]) -> MemberAck {
+        let key = entry.entry();
+        let Some(state) = self.entries.get_mut(&key) else {
+            return if covers_all(size, indexes) {
+                MemberAck::Entry(key)
+            } else {
+                MemberAck::Untracked
+            };
+        };
+        for &index in indexes {
+            if let Ok(index) = u32::try_from(index) {
+                state.set_acked(index);
+            }
+        }
+        Self::outcome(&mut self.entries, key)
+    }
+
     /// A cumulative ack of `upto`: entries before it are done, and so are
     /// the members of its own entry up to it (take its held members out
     /// with [`leave`](Self::leave) afterwards). Returns the cumulative ack
@@ -208,134 +234,26 @@ impl BatchAcks {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member(entry: u64, index: i32) -> MessageId {
-        MessageId::new(2, entry).with_batch_index(index)
+/// Whether `indexes` names every member of a batch of `size` (duplicates
+/// and indexes outside the batch do not count).
+fn covers_all(size: u32, indexes: &[i32]) -> bool {
+    if size == 0 || indexes.len() < size as usize {
+        return false;
     }
-
-    #[test]
-    fn the_entry_is_acked_when_the_last_member_is() {
-        let mut acks = BatchAcks::default();
-        for i in 0..3 {
-            acks.arrive(member(1, i), 3, false);
+    // `size <= indexes.len()` here, so this is bounded by the input.
+    let mut seen = vec![0_u64; size.div_ceil(64) as usize];
+    let mut distinct = 0;
+    for &index in indexes {
+        if let Ok(i) = u32::try_from(index) {
+            if i < size && seen[(i / 64) as usize] & (1 << (i % 64)) == 0 {
+                seen[(i / 64) as usize] |= 1 << (i % 64);
+                distinct += 1;
+            }
         }
-        assert_eq!(
-            acks.ack(member(1, 1), false),
-            MemberAck::Partial(MessageId::new(2, 1), vec![0b101])
-        );
-        assert!(acks.is_acked(member(1, 1)) && !acks.is_acked(member(1, 0)));
-        assert_eq!(
-            acks.ack(member(1, 0), false),
-            MemberAck::Partial(MessageId::new(2, 1), vec![0b100])
-        );
-        assert_eq!(
-            acks.ack(member(1, 2), false),
-            MemberAck::Entry(MessageId::new(2, 1))
-        );
-        assert_eq!(acks.len(), 0, "state dropped once fully acked");
     }
-
-    #[test]
-    fn ack_set_spans_words_and_masks_the_tail() {
-        let mut acks = BatchAcks::default();
-        for i in 0..70 {
-            acks.arrive(member(1, i), 70, false);
-        }
-        let MemberAck::Partial(_, set) = acks.ack(member(1, 65), false) else {
-            panic!("partial")
-        };
-        assert_eq!(set, vec![-1, 0b11_1101]);
-    }
-
-    #[test]
-    fn an_index_past_the_known_batch_size_is_not_acked_and_does_not_panic() {
-        let mut acks = BatchAcks::default();
-        acks.arrive(member(1, 0), 2, false);
-        acks.arrive(member(1, 1), 2, false);
-        assert!(!acks.is_acked(member(1, 500)));
-        assert!(matches!(
-            acks.ack(member(1, 500), false),
-            MemberAck::Partial(..)
-        ));
-        assert_eq!(
-            acks.ack(member(1, 0), false),
-            MemberAck::Partial(MessageId::new(2, 1), vec![0b10])
-        );
-    }
-
-    #[test]
-    fn a_batch_that_leaves_unacked_leaves_no_state() {
-        let mut acks = BatchAcks::default();
-        acks.arrive(member(1, 0), 2, false);
-        acks.arrive(member(1, 1), 2, false);
-        acks.leave(member(1, 0));
-        acks.leave(member(1, 1));
-        assert_eq!(acks.len(), 0);
-    }
-
-    #[test]
-    fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
-        let mut acks = BatchAcks::default();
-        acks.arrive(member(1, 0), 2, false);
-        acks.arrive(member(1, 1), 2, false);
-        acks.ack(member(1, 0), false);
-        acks.clear_live();
-        assert!(
-            acks.is_acked(member(1, 0)),
-            "filters the redelivered member"
-        );
-        acks.arrive(member(1, 1), 2, false);
-        assert_eq!(
-            acks.ack(member(1, 1), false),
-            MemberAck::Entry(MessageId::new(2, 1))
-        );
-    }
-
-    #[test]
-    fn forwards_hold_state_until_their_result() {
-        let mut acks = BatchAcks::default();
-        acks.arrive(member(1, 0), 1, true);
-        acks.clear_live();
-        assert_eq!(acks.len(), 1);
-        acks.forward_failed(member(1, 0));
-        assert_eq!(acks.len(), 0);
-        acks.arrive(member(1, 0), 1, true);
-        assert_eq!(
-            acks.ack(member(1, 0), true),
-            MemberAck::Entry(MessageId::new(2, 1))
-        );
-    }
-
-    #[test]
-    fn cumulative_acks_earlier_entries_and_members_up_to_the_id() {
-        let mut acks = BatchAcks::default();
-        for i in 0..3 {
-            acks.arrive(member(1, i), 3, false);
-            acks.arrive(member(2, i), 3, false);
-        }
-        let before = MessageId::new(2, 1);
-        assert_eq!(
-            acks.ack_cumulative(member(2, 1), false),
-            Some((before, None))
-        );
-        assert_eq!(acks.len(), 1, "entry 1 is covered");
-        let partial = Some((MessageId::new(2, 2), Some(vec![0b100])));
-        assert_eq!(acks.ack_cumulative(member(2, 1), true), partial);
-        acks.leave(member(2, 0));
-        acks.leave(member(2, 1));
-        let whole = Some((MessageId::new(2, 2), None));
-        assert_eq!(acks.ack_cumulative(member(2, 2), false), whole);
-        assert_eq!(
-            (acks.len(), acks.ack(member(2, 2), false)),
-            (0, MemberAck::Untracked)
-        );
-        let plain = MessageId::new(2, 9);
-        assert_eq!(acks.ack_cumulative(plain, false), Some((plain, None)));
-        let first = MessageId::new(2, 0).with_batch_index(0);
-        acks.arrive(first, 2, false);
-        assert_eq!(acks.ack_cumulative(first, false), None, "no entry before 0");
-    }
+    distinct == size
 }
+
+#[cfg(test)]
+#[path = "batch_acks_tests.rs"]
+mod tests;

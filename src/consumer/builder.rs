@@ -6,8 +6,11 @@ use std::time::Duration;
 use crate::client::{Client, TopicName};
 
 use super::consumer_error::ConsumerError;
+use super::letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
-use super::{CoreConfig, NackPolicy, RedeliveryBackoff, SubscriptionType};
+use super::{
+    ConfigError, CoreConfig, DeadLetterPolicy, NackPolicy, RedeliveryBackoff, SubscriptionType,
+};
 
 /// The default receiver queue: how many messages the broker may push ahead
 /// of the application.
@@ -19,7 +22,8 @@ pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
 ///
 /// Defaults: an Exclusive, durable subscription starting at the latest
 /// message, a receiver queue of 1000, no consumer name, priority level 0,
-/// fire-and-forget acks, no ack timeout, immediate nacks.
+/// fire-and-forget acks, no ack timeout, immediate nacks, no dead-letter
+/// policy, no retry letters.
 ///
 /// # Examples
 /// ```no_run
@@ -42,9 +46,11 @@ pub struct ConsumerBuilder {
     pub(crate) receiver_queue_size: u32,
     pub(crate) ack_receipts: bool,
     pub(crate) ack_group_time: Option<Duration>,
-    /// Ack timeout, its tick and backoff, and the nack policy (the other
-    /// fields are filled in by `subscribe`).
+    /// Ack timeout, its tick and backoff, the nack and dead-letter policies
+    /// (the other fields are filled in by `subscribe`).
     pub(crate) delivery: CoreConfig,
+    /// Also subscribe to the retry-letter topic (`reconsume_later`).
+    pub(crate) retry: bool,
 }
 
 impl ConsumerBuilder {
@@ -61,6 +67,7 @@ impl ConsumerBuilder {
             ack_receipts: false,
             ack_group_time: None,
             delivery: CoreConfig::default(),
+            retry: false,
         }
     }
 
@@ -165,11 +172,123 @@ impl ConsumerBuilder {
         self
     }
 
+    /// Sends messages delivered too often to a dead-letter topic (Shared
+    /// and Key_Shared only: the broker counts redeliveries there).
+    ///
+    /// A message forwarded gets a copy published to the dead-letter topic
+    /// (default `<topic>-<subscription>-DLQ`; for a partition, named after
+    /// its partitioned topic, as in Java) with the same payload, key,
+    /// ordering key, event time and properties, plus `REAL_TOPIC` (the full
+    /// name of the topic it came from) and `ORIGIN_MESSAGE_ID`
+    /// (`ledger:entry:partition[:batch]`). The original is acked only once
+    /// the broker confirmed the copy; if the publish fails, the original is
+    /// redelivered, never acked. The publish runs beside the consumer's
+    /// other work, which never waits for it. With `initial_subscription_name`
+    /// set, that subscription is created on the dead-letter topic before
+    /// the first forward, so the copies are kept until someone reads them.
+    ///
+    /// When a message is forwarded depends on the policy's `cutoff`:
+    /// - [`DeadLetterCutoff::OnArrival`](super::DeadLetterCutoff::OnArrival)
+    ///   (the default, and the contract): a message arriving with a
+    ///   redelivery count `>= max_redeliver_count` is forwarded at once and
+    ///   the application never sees it. With a maximum of 3 the application
+    ///   sees deliveries 0, 1 and 2.
+    /// - [`DeadLetterCutoff::JavaStyle`](super::DeadLetterCutoff::JavaStyle):
+    ///   as the Java client, the application sees delivery 3 too, and the
+    ///   message is forwarded when it is next nacked or its ack timeout
+    ///   expires.
+    ///
+    /// `subscribe` refuses a policy on an Exclusive or Failover subscription
+    /// with [`ConfigError::DeadLetterNeedsSharedSubscription`]: the broker
+    /// keeps no redelivery counts there, so the policy could never act.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::consumer::{DeadLetterCutoff, DeadLetterPolicy, SubscriptionType};
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// // The contract: deliveries 0, 1, 2 reach the application; the fourth
+    /// // goes to persistent://public/default/orders-billing-DLQ, where the
+    /// // subscription "audit" keeps it.
+    /// let consumer = client
+    ///     .consumer("persistent://public/default/orders", "billing")
+    ///     .subscription_type(SubscriptionType::Shared)
+    ///     .dead_letter_policy(DeadLetterPolicy {
+    ///         initial_subscription_name: Some("audit".into()),
+    ///         ..DeadLetterPolicy::after_redeliveries(3)
+    ///     })
+    ///     .subscribe()
+    ///     .await?;
+    /// // As the Java client: delivery 3 reaches the application too, and is
+    /// // forwarded at its next nack or ack timeout.
+    /// let java_like = client
+    ///     .consumer("persistent://public/default/orders", "shipping")
+    ///     .subscription_type(SubscriptionType::KeyShared)
+    ///     .dead_letter_policy(DeadLetterPolicy {
+    ///         cutoff: DeadLetterCutoff::JavaStyle,
+    ///         ..DeadLetterPolicy::after_redeliveries(3)
+    ///     })
+    ///     .subscribe()
+    ///     .await?;
+    /// # drop((consumer, java_like)); Ok(()) }
+    /// ```
+    pub fn dead_letter_policy(mut self, policy: DeadLetterPolicy) -> Self {
+        self.delivery.dead_letter = Some(policy);
+        self
+    }
+
+    /// Enables [`Consumer::reconsume_later`](super::Consumer::reconsume_later):
+    /// the consumer also subscribes to the retry-letter topic (the dead-letter
+    /// policy's `retry_letter_topic`, default `<topic>-<subscription>-RETRY`
+    /// after the first topic, as in Java), where retried messages come back
+    /// after their delay.
+    ///
+    /// A retry needs a limit: the dead-letter policy's `max_redeliver_count`
+    /// caps `RECONSUMETIMES` (and the broker's redelivery count). Without a
+    /// policy, [`DeadLetterPolicy::after_redeliveries`]`(16)` is used, as the
+    /// Java client's `MAX_RECONSUMETIMES`. Like a dead-letter policy, it
+    /// needs a Shared or Key_Shared subscription.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::{DeadLetterPolicy, SubscriptionType};
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "billing")
+    ///     .subscription_type(SubscriptionType::Shared)
+    ///     .dead_letter_policy(DeadLetterPolicy::after_redeliveries(5))
+    ///     .enable_retry(true)
+    ///     .subscribe()
+    ///     .await?;
+    /// let msg = consumer.receive().await?;
+    /// // Back in 10 s from orders-billing-RETRY with RECONSUMETIMES = 1; the
+    /// // sixth time round it goes to orders-billing-DLQ instead.
+    /// consumer.reconsume_later(&msg, Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn enable_retry(mut self, enabled: bool) -> Self {
+        self.retry = enabled;
+        self
+    }
+
+    /// The dead-letter policy in force: the one set, or with retry on,
+    /// Java's default limit.
+    pub(crate) fn dead_letter(&self) -> Option<DeadLetterPolicy> {
+        match &self.delivery.dead_letter {
+            Some(policy) => Some(policy.clone()),
+            None if self.retry => Some(DeadLetterPolicy::after_redeliveries(
+                DEFAULT_MAX_RECONSUMETIMES,
+            )),
+            None => None,
+        }
+    }
+
     /// The delivery core's configuration for these settings.
     pub(crate) fn core_config(&self) -> CoreConfig {
         CoreConfig {
             subscription_type: self.options.subscription_type,
             receiver_queue_size: self.receiver_queue_size,
+            dead_letter: self.dead_letter(),
             ..self.delivery.clone()
         }
     }
@@ -186,7 +305,12 @@ impl ConsumerBuilder {
             return Err(ConsumerError::ZeroReceiverQueue);
         }
         self.options.validate()?;
-        self.core_config().validate()?;
+        let core = self.core_config();
+        core.validate()?;
+        let subscription = self.options.subscription_type;
+        if core.dead_letter.is_some() && !subscription.redelivers_by_id() {
+            return Err(ConfigError::DeadLetterNeedsSharedSubscription { subscription }.into());
+        }
         let mut topics = Vec::with_capacity(self.topics.len());
         for t in &self.topics {
             let name = TopicName::parse(t)?;

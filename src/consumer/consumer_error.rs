@@ -87,6 +87,13 @@ pub enum ConsumerError {
         /// How many topics (partitions) the consumer has.
         count: usize,
     },
+    /// [`Consumer::run`](super::Consumer::run) with a concurrency of 0.
+    #[error("run needs a concurrency of at least 1")]
+    ZeroConcurrency,
+    /// `reconsume_later` on a consumer built without
+    /// [`enable_retry`](super::ConsumerBuilder::enable_retry).
+    #[error("reconsume_later needs a consumer built with enable_retry(true)")]
+    RetryNotEnabled,
     /// The consumer was closed (or unsubscribed); no more calls.
     #[error("the consumer is closed")]
     Closed,
@@ -121,6 +128,26 @@ pub enum ConsumerError {
         /// The response that came (its protocol name).
         got: &'static str,
     },
+    /// Publishing a dead-letter or retry copy failed (creating its producer
+    /// or the send); the original was not acked.
+    #[error("publishing a copy to {topic} failed: {source}")]
+    Letter {
+        /// The dead-letter or retry topic.
+        topic: String,
+        /// Why.
+        source: Box<crate::producer::ProducerError>,
+    },
+    /// Creating the dead-letter policy's `initial_subscription_name` on the
+    /// dead-letter topic failed; nothing was forwarded.
+    #[error("creating subscription {subscription} on {topic} failed: {source}")]
+    InitialSubscription {
+        /// The dead-letter topic.
+        topic: String,
+        /// The subscription name.
+        subscription: String,
+        /// Why.
+        source: Box<Self>,
+    },
     /// The broker closed the consumer, or its connection died, and it could
     /// not subscribe again (each attempt's error is logged).
     #[error(
@@ -144,6 +171,8 @@ impl ConsumerError {
                 | Self::Request { .. }
                 | Self::UnexpectedResponse { .. }
                 | Self::Lost { .. }
+                | Self::Letter { .. }
+                | Self::InitialSubscription { .. }
         )
     }
 }

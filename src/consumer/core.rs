@@ -183,6 +183,42 @@ impl<M: Clone> ConsumerCore<M> {
         Ok(())
     }
 
+    /// Members `skipped` of the batch entry `entry` (of `batch_size`
+    /// members) will not be delivered: the broker's `ack_set` marks them
+    /// acked (a redelivery after batch index acks), or compaction removed
+    /// them. They count as acked, so the entry ack goes out once the
+    /// delivered members are acked (or now, if that completes the entry).
+    /// Call it after [`on_message`](Self::on_message) for the entry's
+    /// delivered members.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Instant;
+    /// use pulsar_wire::MessageId;
+    /// use pulsar_wire::consumer::{Action, ConsumerCore, CoreConfig, Incoming};
+    ///
+    /// let t0 = Instant::now();
+    /// let mut core = ConsumerCore::new(CoreConfig::default())?;
+    /// let entry = MessageId::new(7, 0);
+    /// // Redelivered with ack_set 0b010: only member 1 of 3 comes.
+    /// let id = entry.with_batch_index(1);
+    /// let incoming = Incoming { id, redelivery_count: 1, consumer_epoch: None, batch_size: Some(3), message: () };
+    /// core.on_message(t0, incoming)?;
+    /// core.on_skipped_members(entry, 3, &[0, 2]);
+    /// core.pop_for_application(t0);
+    /// core.ack(t0, id);
+    /// assert_eq!(core.poll_action(), Some(Action::Ack { ids: vec![entry], cumulative: false, ack_set: None }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_skipped_members(&mut self, entry: MessageId, batch_size: u32, skipped: &[i32]) {
+        if skipped.is_empty() {
+            return;
+        }
+        if let MemberAck::Entry(entry) = self.batches.skip(entry, batch_size, skipped) {
+            self.actions.ack(entry);
+        }
+    }
+
     /// Hands the next queued message to the application and starts its
     /// ack-timeout clock; `None` when the queue is empty. Gives its permit
     /// back (a `Flow` follows once half the queue has been taken).

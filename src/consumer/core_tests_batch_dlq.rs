@@ -154,6 +154,54 @@ fn batch_index_ack_sends_each_member_with_its_ack_set() {
 }
 
 #[test]
+fn members_skipped_per_the_broker_ack_set_do_not_hold_back_the_entry_ack() {
+    // Issue 5: a batch redelivered with an ack_set (members 0 and 2 acked on
+    // an earlier connection) brings only member 1.
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    let m = deliver(&mut core, t0, batch_msg(5, 1, 3));
+    core.on_skipped_members(id(5), 3, &[0, 2]);
+    assert_eq!(drain(&mut core), [], "member 1 is still held");
+    core.ack(t0, m.id);
+    assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn an_entry_with_every_member_skipped_is_acked_at_once_and_others_leave_no_state() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    core.on_skipped_members(id(5), 2, &[0, 1]);
+    assert_eq!(drain(&mut core), [ack(&[id(5)])], "all compacted out");
+    // Members dropped on arrival (inconsistent batch info) leave nothing.
+    assert!(core.on_message(t0, batch_msg(6, 4, 3)).is_err());
+    core.on_skipped_members(id(6), 3, &[0]);
+    core.on_skipped_members(id(7), 3, &[]);
+    assert_eq!(core.footprint(), [0; 6]);
+}
+
+#[test]
+fn with_batch_index_ack_a_member_ack_carries_the_skipped_members_as_acked() {
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        batch_index_ack_enabled: true,
+        ..shared()
+    };
+    let mut core = core(config, t0);
+    deliver(&mut core, t0, batch_msg(5, 1, 4));
+    deliver(&mut core, t0, batch_msg(5, 3, 4));
+    core.on_skipped_members(id(5), 4, &[0, 2]);
+    core.ack(t0, member(5, 1));
+    core.ack(t0, member(5, 3));
+    let partial = A::Ack {
+        ids: vec![id(5)],
+        cumulative: false,
+        ack_set: Some(vec![0b1000]),
+    };
+    assert_eq!(drain(&mut core), [partial, ack(&[id(5)])]);
+}
+
+#[test]
 fn a_nacked_member_redelivers_its_entry_without_the_acked_siblings() {
     let t0 = crate::clock::now();
     let mut core = core(shared(), t0);

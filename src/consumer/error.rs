@@ -35,6 +35,16 @@ pub enum ConfigError {
     /// A dead-letter policy must allow at least one delivery.
     #[error("max_redeliver_count must be at least 1")]
     ZeroMaxRedeliverCount,
+    /// A dead-letter policy (or retry letters, which imply one) on an
+    /// Exclusive or Failover subscription: the broker keeps no redelivery
+    /// counts there (every delivery says 0), so the policy could never act.
+    #[error(
+        "a dead-letter policy or retry letters need a Shared or KeyShared subscription, not {subscription:?}"
+    )]
+    DeadLetterNeedsSharedSubscription {
+        /// The subscription type that was set.
+        subscription: SubscriptionType,
+    },
     /// A topic or subscription name that was given but is empty.
     #[error("{field} is set but empty")]
     EmptyName {

@@ -20,11 +20,15 @@ mod core;
 pub mod dead_letter;
 mod error;
 mod id_index;
+mod letter_copy;
+mod letters;
 mod message;
 pub mod nack;
 mod permits;
 mod reader;
-mod receive;
+pub(crate) mod receive;
+mod retry;
+mod run;
 mod subscribe;
 mod task;
 mod tick;
@@ -48,9 +52,11 @@ pub use unacked::UnackedTracker;
 
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
 pub use consumer_error::ConsumerError;
+pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
 pub use receive::UnpackError;
+pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 
 use std::future::Future;
@@ -96,6 +102,8 @@ pub struct Consumer {
     subscription_type: SubscriptionType,
     topics: Arc<[String]>,
     activity: watch::Receiver<task::Activity>,
+    /// Dead-letter and retry copies (with a dead-letter policy or retry on).
+    letters: Option<Arc<letters::Letters>>,
 }
 
 impl Clone for Consumer {
@@ -106,6 +114,7 @@ impl Clone for Consumer {
             subscription_type: self.subscription_type,
             topics: self.topics.clone(),
             activity: self.activity.clone(),
+            letters: self.letters.clone(),
         }
     }
 }
@@ -118,18 +127,39 @@ impl ConsumerBuilder {
     /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
     /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
     /// [`ConsumerError::ZeroReceiverQueue`], [`ConsumerError::NegativePriority`],
-    /// the Key_Shared policy errors. Then [`ConsumerError::Client`] if a
+    /// the Key_Shared policy errors, [`ConsumerError::Config`] for a delivery
+    /// setting the core refuses (or a dead-letter policy on Exclusive or
+    /// Failover). Then [`ConsumerError::Client`] if a
     /// topic's broker cannot be found or reached, [`ConsumerError::Request`]
     /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
-        let topics = self.validate()?;
+        let mut topics = self.validate()?;
         let core = self.core_config();
+        let letters = match (&core.dead_letter, topics.first()) {
+            (Some(policy), Some(first)) => {
+                let names = letter_copy::LetterTopics::new(
+                    policy.clone(),
+                    self.options.subscription.clone(),
+                    first,
+                    self.retry,
+                );
+                if let Some(retry) = names.retry_topic() {
+                    let retry = crate::TopicName::parse(retry)?;
+                    if !topics.contains(&retry) {
+                        topics.push(retry);
+                    }
+                }
+                Some(Arc::new(letters::Letters::new(self.client.clone(), names)))
+            }
+            _ => None,
+        };
         let settings = task::Settings {
             client: self.client.clone(),
             options: self.options.clone(),
             core,
             ack_receipts: self.ack_receipts,
             ack_group_time: self.ack_group_time,
+            forwards: task::Forwards::new(letters.clone()),
         };
         let partitions = task::expand(&self.client, topics).await?;
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
@@ -144,6 +174,7 @@ impl ConsumerBuilder {
             subscription_type: self.options.subscription_type,
             topics: names,
             activity,
+            letters,
         })
     }
 }
@@ -345,6 +376,10 @@ impl Consumer {
     }
 
     /// Closes the consumer: unacked messages return to the subscription.
+    ///
+    /// Dead-letter forwards in flight are finished first (their originals
+    /// acked once the copies are confirmed), so this may wait up to the
+    /// dead-letter producer's send timeout.
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] if it was closed already.

@@ -119,6 +119,8 @@ pub(crate) struct Delivery<'a> {
 /// The application's messages from one entry.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Unpacked {
+    /// The entry's id (with the partition, without a batch index).
+    pub(crate) entry: MessageId,
     /// The messages to hand out, in order.
     pub(crate) messages: Vec<Message>,
     /// The number of members, for a batch; `None` for a plain message.
@@ -165,6 +167,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
     };
     let Some(count) = metadata.num_messages_in_batch else {
         return Ok(Unpacked {
+            entry: id,
             messages: vec![entry.plain(id, data)],
             batch_size: None,
             skipped: Vec::new(),
@@ -181,6 +184,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
         messages.push(entry.member(id, member));
     }
     Ok(Unpacked {
+        entry: id,
         messages,
         batch_size: Some(count.max(0) as u32),
         skipped,

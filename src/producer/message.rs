@@ -50,6 +50,9 @@ pub enum DeliverAt {
 pub struct ProducerMessage {
     payload: Bytes,
     key: Option<String>,
+    /// The key is base64 text of a binary key (set when copying a received
+    /// message whose key was, e.g. for a dead-letter copy).
+    key_is_base64: bool,
     ordering_key: Option<Bytes>,
     properties: Vec<(String, String)>,
     event_time: Option<u64>,
@@ -71,6 +74,13 @@ impl ProducerMessage {
     /// ordering key is set), and it is what compaction keeps the latest of.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
+        self
+    }
+
+    /// Marks the key as base64 text of a binary key (the protocol's
+    /// `partition_key_b64_encoded`), as a copy of a received message keeps it.
+    pub(crate) fn key_is_base64(mut self, yes: bool) -> Self {
+        self.key_is_base64 = yes;
         self
     }
 
@@ -187,6 +197,7 @@ impl ProducerMessage {
             publish_time,
             properties: self.proto_properties(),
             partition_key: self.key.clone(),
+            partition_key_b64_encoded: self.key_is_base64.then_some(true),
             event_time: self.event_time,
             ordering_key: self.ordering_key.clone(),
             deliver_at_time: self
@@ -201,6 +212,7 @@ impl ProducerMessage {
         SingleMessageMetadata {
             properties: self.proto_properties(),
             partition_key: self.key.clone(),
+            partition_key_b64_encoded: self.key_is_base64.then_some(true),
             payload_size: i32::try_from(self.payload.len()).unwrap_or(i32::MAX),
             event_time: self.event_time,
             ordering_key: self.ordering_key.clone(),

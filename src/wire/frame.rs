@@ -193,9 +193,12 @@ fn decode_proto<M: prost::Message + Default>(
 }
 
 /// Whether the sub-message that `type` names is present: `None` for types
-/// whose body is empty or that this client does not model.
+/// whose body is empty or that this client does not model, and for type
+/// numbers it does not know (a newer protocol's; prost would read those as
+/// the first enum value, CONNECT).
 fn has_body(c: &BaseCommand) -> Option<bool> {
-    Some(match c.r#type() {
+    let kind = Type::try_from(c.r#type).ok()?;
+    Some(match kind {
         Type::Connect => c.connect.is_some(),
         Type::Connected => c.connected.is_some(),
         Type::Subscribe => c.subscribe.is_some(),

@@ -254,6 +254,16 @@ fn missing_sub_message_is_a_typed_error() {
 }
 
 #[test]
+fn an_unknown_command_type_decodes_and_keeps_its_number() {
+    // type = 999 (varint 0xe7 0x07), from a protocol newer than ours.
+    let bytes = [0, 0, 0, 7, 0, 0, 0, 3, 0x08, 0xe7, 0x07];
+    let frame = decode(&mut BytesMut::from(&bytes[..]), 100)
+        .unwrap()
+        .expect("a whole frame");
+    assert_eq!(frame.command.r#type, 999);
+}
+
+#[test]
 fn payload_after_a_command_that_never_has_one_is_refused() {
     let mut bytes = BytesMut::new();
     encode_command(&commands::ping(), &mut bytes).unwrap();

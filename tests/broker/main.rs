@@ -10,6 +10,7 @@ mod consume;
 mod produce;
 mod raw_reader;
 mod resilience;
+mod resources;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;

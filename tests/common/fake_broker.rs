@@ -107,6 +107,14 @@ impl FakeBroker {
         let _ = self.frames.send(frame).await;
     }
 
+    /// Writes `bytes` to the client as they are: hostile input that no
+    /// encoder would produce (lying sizes, bad magic, truncated frames).
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt as _;
+        // A client that is gone is fine, as in `send_frame`.
+        let _ = self.frames.get_mut().write_all(bytes).await;
+    }
+
     /// Expects CONNECT and answers CONNECTED (no `max_message_size`, like pulsar-lite).
     pub async fn handshake(&mut self) {
         self.handshake_with(None).await;

@@ -6,4 +6,5 @@ mod common;
 
 mod captures;
 mod consume;
+mod dead_letter;
 mod produce;

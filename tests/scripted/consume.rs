@@ -17,17 +17,20 @@ use pulsar_wire::{Client, ConsumerError, MessageId};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
-const SERVICE: &str = "svc:6650";
-const TOPIC: &str = "persistent://public/default/scripted";
+pub(super) const SERVICE: &str = "svc:6650";
+pub(super) const TOPIC: &str = "persistent://public/default/scripted";
 
 /// A consumer of `TOPIC`, subscribed through the scripted broker; returns
 /// it with the broker and the consumer id it subscribed with.
-async fn subscribed(net: &FakeNetwork, kind: SubscriptionType) -> (Consumer, FakeBroker, u64) {
+pub(super) async fn subscribed(
+    net: &FakeNetwork,
+    kind: SubscriptionType,
+) -> (Consumer, FakeBroker, u64) {
     subscribed_with(net, |b| b.subscription_type(kind)).await
 }
 
 /// As [`subscribed`], with the builder set up by `setup`.
-async fn subscribed_with(
+pub(super) async fn subscribed_with(
     net: &FakeNetwork,
     setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
 ) -> (Consumer, FakeBroker, u64) {
@@ -58,7 +61,7 @@ async fn subscribed_with(
 }
 
 /// Answers LOOKUP and SUBSCRIBE, expects the first FLOW; returns the consumer id.
-async fn attach(broker: &mut FakeBroker) -> u64 {
+pub(super) async fn attach(broker: &mut FakeBroker) -> u64 {
     let lookup = broker.expect(Type::Lookup).await;
     let here = format!("pulsar://{SERVICE}");
     broker
@@ -81,7 +84,7 @@ async fn attach(broker: &mut FakeBroker) -> u64 {
     id
 }
 
-fn message(consumer: u64, entry: u64, text: &'static str, checksum: Checksum) -> Frame {
+pub(super) fn message(consumer: u64, entry: u64, text: &'static str, checksum: Checksum) -> Frame {
     Frame {
         command: BaseCommand {
             r#type: Type::Message as i32,

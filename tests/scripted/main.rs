@@ -10,6 +10,8 @@ mod common;
 mod auth;
 mod connection;
 mod consume;
+mod dead_letter;
 mod handshake;
+mod hostile;
 mod lookup;
 mod produce;

@@ -51,7 +51,10 @@ fn send_error(producer: u64, sequence: u64) -> BaseCommand {
 
 /// A producer (batching off, send timeout 30 s) on a one-broker fake
 /// cluster whose CONNECTED says `max_message_size`; returns the broker's end.
-async fn producer(max_message_size: Option<i32>, last_sequence_id: i64) -> (Producer, FakeBroker) {
+pub(super) async fn producer(
+    max_message_size: Option<i32>,
+    last_sequence_id: i64,
+) -> (Producer, FakeBroker) {
     let (producer, broker, _) = producer_with(
         max_message_size,
         last_sequence_id,
@@ -135,7 +138,7 @@ async fn producer_on(
     (producer.expect("producer"), broker, svc)
 }
 
-fn send_of(frame: &pulsar_wire::wire::Frame) -> (u64, u64) {
+pub(super) fn send_of(frame: &pulsar_wire::wire::Frame) -> (u64, u64) {
     let send = frame.command.send.as_ref().expect("SEND");
     (send.producer_id, send.sequence_id)
 }

@@ -1,4 +1,5 @@
-//! Carrying out the cores' actions (flow, ack, redeliver) and the handle's
+//! Carrying out the cores' actions (flow, ack, redeliver, dead-letter
+//! forward, see `forward.rs`) and the handle's
 //! requests (seek, last message id, unsubscribe).
 
 use super::*;
@@ -87,9 +88,14 @@ impl Driver {
                     conn.send_control(commands::redeliver(id, none, Some(consumer_epoch)))
                         .await
                 }
-                Action::ForwardToDeadLetter { origin, .. } => {
-                    // No dead-letter policy can be configured yet.
-                    sub.core.on_dead_letter_result(origin, Err(()));
+                Action::ForwardToDeadLetter {
+                    origin, message, ..
+                } => {
+                    // Published in a task of its own; the result comes back
+                    // through the loop (`on_forwarded`).
+                    if !self.settings.forwards.start(index, origin, message) {
+                        sub.core.on_dead_letter_result(origin, Err(()));
+                    }
                     Ok(())
                 }
             };

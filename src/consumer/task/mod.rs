@@ -8,9 +8,11 @@
 
 mod attach;
 mod execute;
+mod forward;
 mod resubscribe;
 
 pub(crate) use attach::expand;
+pub(crate) use forward::Forwards;
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -90,7 +92,7 @@ struct Sub {
 type Events = SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
 
 /// The settings the task needs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) client: Client,
     pub(crate) options: SubscribeOptions,
@@ -98,6 +100,8 @@ pub(crate) struct Settings {
     pub(crate) ack_receipts: bool,
     /// Group individual acks into one ACK frame per this interval.
     pub(crate) ack_group_time: Option<Duration>,
+    /// Dead-letter forwards: where they go, and those in flight.
+    pub(crate) forwards: Forwards,
 }
 
 pub(crate) struct Driver {
@@ -145,12 +149,17 @@ impl Driver {
                         }
                     }
                     None => {
+                        self.settle_forwards().await;
                         self.close_all().await;
+                        self.settings.forwards.close().await;
                         return;
                     }
                 },
                 Some((index, generation, event)) = self.events.next() => {
                     self.on_event(index, generation, event).await;
+                }
+                Some(forwarded) = self.settings.forwards.done.recv() => {
+                    self.on_forwarded(forwarded).await;
                 }
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 () = sleep => {
@@ -210,11 +219,14 @@ impl Driver {
                 if done {
                     // The broker removed the consumers with the subscription.
                     self.detach_all(false).await;
+                    self.settings.forwards.close().await;
                     return true;
                 }
             }
             Command::Close(reply) => {
+                self.settle_forwards().await;
                 self.close_all().await;
+                self.settings.forwards.close().await;
                 let _ = reply.send(Ok(()));
                 return true;
             }
@@ -341,6 +353,10 @@ impl Driver {
                             if let Err(e) = sub.core.on_message(now, incoming) {
                                 warn!(topic = %sub.name, error = %e, "message refused by the consumer core");
                             }
+                        }
+                        if let Some(size) = unpacked.batch_size {
+                            sub.core
+                                .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
                         unpacked.skipped.len() as u32
                     }

@@ -5,8 +5,13 @@
 //! work).
 
 mod acks;
+mod dead_letter;
 mod delivery;
 mod kinds;
+mod outcomes;
+mod random_run;
+mod redelivery;
+mod retry;
 
 use std::collections::BTreeSet;
 

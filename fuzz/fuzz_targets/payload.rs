@@ -1,0 +1,4 @@
+//! `pulsar_wire::fuzzing::payload`: see its documentation for the input format.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| pulsar_wire::fuzzing::payload(data));

@@ -1,0 +1,168 @@
+//! Running a handler per message: [`Consumer::run`]. The handler's
+//! [`Outcome`] decides what is sent for the message; an error or a panic
+//! nacks it, and the loop goes on.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::task::{JoinError, JoinSet};
+use tracing::{debug, warn};
+
+use super::Consumer;
+use super::consumer_error::ConsumerError;
+use super::message::Message;
+
+/// What a handler decided about a message.
+///
+/// | Outcome | Sent |
+/// |---|---|
+/// | `Ack` | `ACK` (individual) |
+/// | `Retry` | `REDELIVER_UNACKNOWLEDGED_MESSAGES` naming it (now, or after the nack policy's delay) |
+/// | `RetryLater(d)` | `SEND` of a copy to the retry topic (delivered after `d`), then `ACK` |
+/// | handler `Err` or panic | as `Retry` |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done: acknowledge it.
+    Ack,
+    /// Failed: nack it, so it comes back (per the consumer's nack policy).
+    Retry,
+    /// Failed: [`reconsume_later`](Consumer::reconsume_later) it after this
+    /// delay (needs [`enable_retry`](super::ConsumerBuilder::enable_retry);
+    /// without it the message is nacked instead).
+    RetryLater(Duration),
+}
+
+/// How [`Consumer::run`] runs its handler.
+///
+/// # Examples
+/// ```
+/// use pulsar_wire::consumer::RunOptions;
+/// assert_eq!(RunOptions::default().concurrency, 1);
+/// assert_eq!(RunOptions::default().concurrency(8).concurrency, 8);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// How many handler calls may run at once (default 1: one message at
+    /// a time, in the order received).
+    pub concurrency: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self { concurrency: 1 }
+    }
+}
+
+impl RunOptions {
+    /// Lets up to `n` handler calls run at once (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+}
+
+impl Consumer {
+    /// Receives messages and calls `handler` for each; its [`Outcome`]
+    /// decides what is sent (see the table on [`Outcome`]). A handler
+    /// error or panic nacks the message and the loop goes on: each call
+    /// runs as a task of its own, so a panic is caught there.
+    ///
+    /// At most `options.concurrency` calls run at once; the consumer does
+    /// not take the next message before a call has finished. Returns
+    /// `Ok(())` once the consumer is closed (after the calls in flight have
+    /// finished), or the consumer's error if it failed for good.
+    ///
+    /// # Errors
+    /// [`ConsumerError::ZeroConcurrency`] (before anything is received);
+    /// [`ConsumerError::Lost`] if the consumer lost its subscription.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::{Outcome, RunOptions};
+    /// # async fn store(_: &[u8]) -> Result<bool, std::io::Error> { Ok(true) }
+    /// # async fn demo(consumer: pulsar_wire::Consumer) -> Result<(), pulsar_wire::Error> {
+    /// consumer
+    ///     .run(
+    ///         |msg| async move {
+    ///             match store(msg.payload()).await? {
+    ///                 true => Ok::<_, std::io::Error>(Outcome::Ack),
+    ///                 false => Ok(Outcome::RetryLater(Duration::from_secs(30))),
+    ///             }
+    ///         },
+    ///         RunOptions::default().concurrency(4),
+    ///     )
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut, E>(
+        &self,
+        mut handler: F,
+        options: RunOptions,
+    ) -> Result<(), ConsumerError>
+    where
+        F: FnMut(Message) -> Fut,
+        Fut: Future<Output = Result<Outcome, E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        if options.concurrency == 0 {
+            return Err(ConsumerError::ZeroConcurrency);
+        }
+        let mut receiver = self.clone();
+        let mut running = JoinSet::new();
+        let end = loop {
+            while running.try_join_next().is_some() {}
+            while running.len() >= options.concurrency {
+                running.join_next().await;
+            }
+            let msg = match receiver.receive().await {
+                Ok(msg) => msg,
+                Err(ConsumerError::Closed) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let call = tokio::spawn(handler(msg.clone()));
+            let consumer = self.clone();
+            running.spawn(async move { consumer.settle(msg, call.await).await });
+        };
+        while running.join_next().await.is_some() {}
+        end
+    }
+
+    /// Sends what the handler's outcome (or failure) asks for.
+    async fn settle<E: Display>(
+        &self,
+        msg: Message,
+        called: Result<Result<Outcome, E>, JoinError>,
+    ) {
+        let id = msg.id();
+        let outcome = match called {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => {
+                warn!(%id, error = %e, "handler failed; nacking");
+                Outcome::Retry
+            }
+            Err(e) => {
+                warn!(%id, error = %e, "handler panicked; nacking");
+                Outcome::Retry
+            }
+        };
+        let sent = match outcome {
+            Outcome::Ack => self.ack(&msg).await,
+            Outcome::Retry => self.nack(&msg),
+            Outcome::RetryLater(delay) => match self.reconsume_later(&msg, delay).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    warn!(%id, error = %e, "reconsume_later failed; nacking");
+                    self.nack(&msg)
+                }
+            },
+        };
+        if let Err(e) = sent {
+            // A closed consumer (the broker redelivers), or a refused ack
+            // receipt.
+            debug!(%id, error = %e, "outcome not sent");
+        }
+    }
+}
