@@ -144,3 +144,52 @@ pub(super) fn retryable(err: &ConsumerError) -> bool {
         }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientError;
+
+    fn refused(code: ServerError) -> ConsumerError {
+        ConsumerError::Request {
+            op: "SUBSCRIBE",
+            topic: "t".into(),
+            source: ConnectionError::Server {
+                op: "SUBSCRIBE",
+                code,
+                message: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn passing_trouble_is_retried_and_final_refusals_are_not() {
+        assert!(retryable(&refused(ServerError::ConsumerBusy)));
+        assert!(retryable(&refused(ServerError::ServiceNotReady)));
+        assert!(retryable(&ConsumerError::Request {
+            op: "SUBSCRIBE",
+            topic: "t".into(),
+            source: ConnectionError::Disconnected,
+        }));
+        assert!(retryable(&ConsumerError::Client {
+            topic: "t".into(),
+            source: ClientError::Connect {
+                address: "b:6650".into(),
+                source: ConnectionError::Closed,
+            },
+        }));
+        for code in [
+            ServerError::TopicNotFound,
+            ServerError::SubscriptionNotFound,
+            ServerError::AuthorizationError,
+            ServerError::TopicTerminatedError,
+        ] {
+            assert!(!retryable(&refused(code)), "{code:?}");
+        }
+        assert!(!retryable(&ConsumerError::Client {
+            topic: "t".into(),
+            source: ClientError::Closed,
+        }));
+        assert!(!retryable(&ConsumerError::Closed));
+    }
+}
