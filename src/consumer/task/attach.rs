@@ -12,7 +12,7 @@
 
 use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
 use super::*;
-use crate::connection::BrokerHint;
+use crate::connection::{BrokerHint, ConnectionError};
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
     client: &Client,
@@ -234,6 +234,38 @@ impl Driver {
             Err(e) => {
                 warn!(topic = %sub.name, error = %e, "subscription given up");
                 sub.lost = true;
+            }
+        }
+    }
+
+    /// Waits until no partition is subscribing again, taking the attempts'
+    /// outcomes meanwhile, for at most the operation timeout: a request
+    /// (`op`) issued during a reconnect goes to the new subscription.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] with a timeout if a partition is still
+    /// subscribing again when the operation timeout is up.
+    pub(super) async fn settle_resubscribes(
+        &mut self,
+        op: &'static str,
+    ) -> Result<(), ConsumerError> {
+        let after = self.settings.client.operation_timeout();
+        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        loop {
+            let waiting = (0..self.subs.len())
+                .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);
+            let Some(index) = waiting else {
+                return Ok(());
+            };
+            match tokio::time::timeout_at(deadline, self.resubscribes.next()).await {
+                Ok(outcome) => self.resubscribed(outcome).await,
+                Err(_) => {
+                    return Err(ConsumerError::Request {
+                        op,
+                        topic: self.subs[index].name.to_string(),
+                        source: ConnectionError::Timeout { op, after },
+                    });
+                }
             }
         }
     }

@@ -110,11 +110,13 @@ impl Driver {
     }
 
     async fn request_each(
-        &self,
+        &mut self,
         op: &'static str,
         which: impl Fn(&Sub) -> bool,
         build: impl Fn(ConsumerId, crate::ids::RequestId) -> crate::proto::BaseCommand,
     ) -> Result<Vec<Response>, ConsumerError> {
+        // Issued while subscribing again: wait for it (bounded).
+        self.settle_resubscribes(op).await?;
         let mut out = Vec::new();
         for sub in self.subs.iter().filter(|s| which(s)) {
             let answer = sub
