@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::ProducerError;
@@ -113,26 +113,64 @@ pub(crate) struct Old {
     pub(crate) close: bool,
 }
 
-/// One reconnect attempt after `delay`: lets go of the old producer, then
-/// creates it anew where `hint` says (or where a lookup says).
-pub(crate) async fn recreate(
+/// Starts one reconnect attempt as a task: after `delay` it lets go of the
+/// old producer, then creates it anew where `hint` says (or where a lookup
+/// says). The outcome arrives on the returned channel.
+///
+/// Dropping the receiver (the producer was closed) stops the attempt during
+/// its delay; an attempt already talking to the broker finishes, and closes
+/// the producer it made, so no producer is left behind on the broker.
+pub(crate) fn spawn_recreate(
     recipe: Recipe,
     old: Option<Old>,
     hint: Option<BrokerHint>,
     delay: Duration,
-) -> Result<Created, ProducerError> {
-    tokio::time::sleep(delay).await;
-    if let Some(old) = old.filter(|old| !old.conn.is_closed()) {
-        if old.close {
-            let id = old.id;
-            let closed = old
+) -> oneshot::Receiver<Result<Created, ProducerError>> {
+    let (mut tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let closed = tokio::select! {
+            () = tokio::time::sleep(delay) => false,
+            () = tx.closed() => true,
+        };
+        if let Some(old) = old {
+            release(old).await;
+        }
+        if closed {
+            return;
+        }
+        let outcome = recreate(&recipe, hint).await;
+        if let Err(Ok(orphan)) = tx.send(outcome) {
+            debug!(producer = %orphan.id, "producer closed during its reconnect: closing the new one");
+            let id = orphan.id;
+            let _ = orphan
                 .conn
                 .request("CLOSE_PRODUCER", |r| commands::close_producer(id, r))
                 .await;
-            debug!(producer = %id, ?closed, "closed the old producer before re-creating it");
+            orphan.conn.unregister_producer(id).await;
         }
-        old.conn.unregister_producer(old.id).await;
+    });
+    rx
+}
+
+/// Lets go of the producer the driver had (closing it on the broker first
+/// if asked), unless its connection is gone anyway.
+async fn release(old: Old) {
+    if old.conn.is_closed() {
+        return;
     }
+    if old.close {
+        let id = old.id;
+        let closed = old
+            .conn
+            .request("CLOSE_PRODUCER", |r| commands::close_producer(id, r))
+            .await;
+        debug!(producer = %id, ?closed, "closed the old producer before re-creating it");
+    }
+    old.conn.unregister_producer(old.id).await;
+}
+
+/// Creates the producer again where `hint` says, or where a lookup says.
+async fn recreate(recipe: &Recipe, hint: Option<BrokerHint>) -> Result<Created, ProducerError> {
     let conn = recipe
         .client
         .reconnect_to(&recipe.topic, hint.as_ref())
@@ -141,7 +179,7 @@ pub(crate) async fn recreate(
             topic: recipe.topic.as_str().to_owned(),
             source,
         })?;
-    create_on(&recipe, conn).await
+    create_on(recipe, conn).await
 }
 
 /// Whether a failed reconnect attempt is worth another one. The broker

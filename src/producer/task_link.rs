@@ -6,7 +6,6 @@
 //! producer keeps trying. The SENDs go out here too: only what the current
 //! connection has not had yet, and nothing while re-creating.
 
-use futures::future::BoxFuture;
 use tracing::info;
 
 use super::*;
@@ -14,7 +13,8 @@ use crate::client::backoff::Backoff;
 use crate::connection::{BrokerHint, ConnectionError};
 use crate::producer::connect::{self, Old, retryable};
 
-type Attempt = BoxFuture<'static, Result<Created, ProducerError>>;
+/// The outcome of the reconnect attempt under way (a task of its own).
+type Attempt = oneshot::Receiver<Result<Created, ProducerError>>;
 
 /// Up on the current connection, or re-creating.
 #[derive(Default)]
@@ -31,7 +31,8 @@ impl Link {
     /// The outcome of the attempt under way (pending forever while up).
     pub(super) async fn attempt(&mut self) -> Result<Created, ProducerError> {
         match self.attempt.as_mut() {
-            Some(attempt) => attempt.await,
+            // The task only ends without an answer if it panicked.
+            Some(attempt) => attempt.await.unwrap_or(Err(ProducerError::Closed)),
             None => std::future::pending().await,
         }
     }
@@ -43,7 +44,7 @@ impl Link {
             attempt = self.backoff.attempts(),
             "re-creating the producer"
         );
-        self.attempt = Some(Box::pin(connect::recreate(recipe, old, hint, delay)));
+        self.attempt = Some(connect::spawn_recreate(recipe, old, hint, delay));
     }
 }
 

@@ -17,6 +17,9 @@ use pulsar_wire::{Client, ConsumerError, MessageId};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "consume_reconnect.rs"]
+mod reconnect;
+
 pub(super) const SERVICE: &str = "svc:6650";
 pub(super) const TOPIC: &str = "persistent://public/default/scripted";
 
@@ -148,33 +151,6 @@ async fn a_checksum_mismatch_is_reported_never_delivered_and_the_connection_stay
     .await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_closed_consumer_subscribes_again_with_a_fresh_id() {
-    let net = FakeNetwork::new();
-    guard("resubscribe", async {
-        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    request_id: 0,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
-        let again = attach(&mut broker).await;
-        assert_ne!(again, id, "a fresh consumer id per subscribe attempt");
-        broker
-            .send_frame(message(again, 7, "after", Checksum::Valid))
-            .await;
-        let m = consumer.receive().await.expect("receive");
-        assert_eq!(m.id(), MessageId::new(1, 7));
-    })
-    .await;
-}
-
 fn active_change(consumer: u64, is_active: bool) -> BaseCommand {
     BaseCommand {
         r#type: Type::ActiveConsumerChange as i32,
@@ -233,108 +209,6 @@ async fn grouped_acks_leave_in_one_frame() {
             .map(|m| m.entry_id)
             .collect();
         assert_eq!(entries, [1, 2, 3]);
-    })
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn receivers_fail_once_the_subscription_cannot_come_back() {
-    let net = FakeNetwork::new();
-    guard("lost", async {
-        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        let waiting = tokio::spawn(async move {
-            let result = consumer.receive().await;
-            (consumer, result)
-        });
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
-        // Passing trouble is retried (with backoff, no limit): five
-        // attempts find the broker not ready...
-        for _ in 0..5 {
-            let lookup = broker.expect(Type::Lookup).await;
-            let busy = answer::error(request_id(&lookup), ServerError::ServiceNotReady, "busy");
-            broker.send(busy).await;
-        }
-        // ...then the topic is gone for good: the consumer gives up.
-        let lookup = broker.expect(Type::Lookup).await;
-        let refused = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
-        broker.send(refused).await;
-        let (mut consumer, result) = waiting.await.expect("task");
-        assert!(
-            matches!(result, Err(ConsumerError::Lost { attempts: 6, .. })),
-            "{result:?}"
-        );
-        assert!(matches!(
-            consumer.try_receive().await,
-            Err(ConsumerError::Lost { .. })
-        ));
-    })
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn close_while_subscribing_again_returns_at_once() {
-    let net = FakeNetwork::new();
-    guard("close while resubscribing", async {
-        let (consumer, broker, _) = subscribed(&net, SubscriptionType::Shared).await;
-        drop(broker);
-        // The service listener is gone too: every attempt is refused, and
-        // the consumer keeps trying in the background until it is closed.
-        consumer.close().await.expect("close");
-    })
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn topic_migrated_subscribes_again_straight_at_the_named_broker() {
-    use pulsar_wire::proto::command_topic_migrated::ResourceType;
-    let net = FakeNetwork::new();
-    let mut other = net.listen("other:6650");
-    guard("migrated", async {
-        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::TopicMigrated as i32,
-                topic_migrated: Some(Box::new(proto::CommandTopicMigrated {
-                    resource_id: id,
-                    resource_type: ResourceType::Consumer as i32,
-                    broker_service_url: Some("pulsar://other:6650".into()),
-                    broker_service_url_tls: None,
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
-        let mut moved = other.accept().await;
-        moved.handshake().await;
-        // No lookup: SUBSCRIBE is the first request there, with a new epoch.
-        let subscribe = moved.expect(Type::Subscribe).await;
-        let body = subscribe.command.subscribe.as_ref().expect("body");
-        assert_eq!(
-            body.consumer_epoch,
-            Some(1),
-            "the core moved to a new epoch"
-        );
-        let again = body.consumer_id;
-        moved.send(answer::success(body.request_id)).await;
-        let flow = moved.expect(Type::Flow).await;
-        assert_eq!(
-            flow.command.flow.as_ref().map(|f| f.message_permits),
-            Some(1000)
-        );
-        moved
-            .send_frame(message(again, 9, "moved", Checksum::Valid))
-            .await;
-        let m = consumer.receive().await.expect("receive");
-        assert_eq!(m.id(), MessageId::new(1, 9));
-        assert_eq!(net.connects("other:6650"), 1);
     })
     .await;
 }

@@ -186,3 +186,42 @@ async fn sends_made_while_reconnecting_wait_until_the_send_timeout() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_producer_re_created_after_close_is_closed_on_the_broker() {
+    guard("orphan producer", async {
+        let (producer, broker, mut svc) = producer_with(None, -1, 64 << 20, WhenFull::Block).await;
+        drop(broker);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let here = format!("pulsar://{SERVICE}");
+        broker
+            .send(answer::lookup(
+                request_id(&lookup),
+                LookupType::Connect,
+                &here,
+                true,
+            ))
+            .await;
+        let create = broker.expect(Type::Producer).await;
+        // Closed while its PRODUCER is in flight: close does not wait for it...
+        producer.close().await.expect("closed");
+        let id = create
+            .command
+            .producer
+            .as_ref()
+            .expect("PRODUCER")
+            .producer_id;
+        broker
+            .send(producer_success(request_id(&create), "p-1", -1))
+            .await;
+        // ...and the producer made after all is closed, not left on the broker.
+        let close = broker.expect(Type::CloseProducer).await;
+        assert_eq!(
+            close.command.close_producer.as_ref().map(|c| c.producer_id),
+            Some(id)
+        );
+    })
+    .await;
+}

@@ -10,13 +10,9 @@
 //! partition up; once all are given up, receivers get
 //! [`ConsumerError::Lost`].
 
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
-
+use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
 use super::*;
-use crate::client::backoff::Backoff;
 use crate::connection::{BrokerHint, ConnectionError};
-use crate::proto::ServerError;
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
     client: &Client,
@@ -38,75 +34,6 @@ pub(crate) async fn expand(
         }
     }
     Ok(out)
-}
-
-/// A new subscription: its connection, consumer id and mailbox.
-type Attached = (
-    Connection,
-    ConsumerId,
-    mpsc::UnboundedReceiver<ConsumerEvent>,
-);
-
-/// The outcome of one resubscribe attempt of sub `index`, generation `gen`.
-type Outcome = (usize, u64, Result<Attached, ConsumerError>);
-
-/// The resubscribe attempts under way and each partition's backoff.
-#[derive(Default)]
-pub(super) struct Resubscribes {
-    /// In a `Mutex` only to be `Sync` (the driver is borrowed across awaits);
-    /// always reached through `get_mut`, so it is never locked.
-    running: std::sync::Mutex<FuturesUnordered<BoxFuture<'static, Outcome>>>,
-    backoff: HashMap<usize, Backoff>,
-}
-
-impl Resubscribes {
-    /// The next finished attempt (pending while none runs).
-    pub(super) async fn next(&mut self) -> Outcome {
-        let running = self
-            .running
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match running.next().await {
-            Some(outcome) => outcome,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// How many attempts partition `index` has made since its last success.
-    pub(super) fn attempts(&self, index: usize) -> u32 {
-        self.backoff.get(&index).map_or(0, Backoff::attempts)
-    }
-}
-
-/// Whether a failed subscribe is worth another attempt: not when the broker
-/// refuses for good (topic or subscription gone, not allowed, bad
-/// credentials); yes for lost connections, timeouts, a busy consumer.
-pub(super) fn retryable(err: &ConsumerError) -> bool {
-    let source = match err {
-        ConsumerError::Request { source, .. } => source,
-        ConsumerError::Client { source, .. } => match source {
-            crate::client::ClientError::Request { source, .. }
-            | crate::client::ClientError::Connect { source, .. } => source,
-            crate::client::ClientError::Closed => return false,
-            _ => return true,
-        },
-        ConsumerError::UnexpectedResponse { .. } => return true,
-        _ => return false,
-    };
-    !matches!(
-        source,
-        ConnectionError::Server {
-            code: ServerError::TopicNotFound
-                | ServerError::SubscriptionNotFound
-                | ServerError::AuthenticationError
-                | ServerError::AuthorizationError
-                | ServerError::NotAllowedError
-                | ServerError::IncompatibleSchema
-                | ServerError::InvalidTopicName
-                | ServerError::TopicTerminatedError,
-            ..
-        }
-    )
 }
 
 /// Registers a fresh consumer id on `conn` and subscribes it.
@@ -261,23 +188,17 @@ impl Driver {
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");
-        let running = self
-            .resubscribes
-            .running
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        running.push(Box::pin(async move {
-            tokio::time::sleep(delay).await;
-            let name = topic.as_str();
-            let attached = match client.reconnect_to(&topic, hint.as_ref()).await {
-                Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
-                Err(source) => Err(ConsumerError::Client {
-                    topic: name.to_owned(),
-                    source,
-                }),
-            };
-            (index, generation, attached)
-        }));
+        self.resubscribes
+            .spawn(delay, index, generation, async move {
+                let name = topic.as_str();
+                match client.reconnect_to(&topic, hint.as_ref()).await {
+                    Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
+                    Err(source) => Err(ConsumerError::Client {
+                        topic: name.to_owned(),
+                        source,
+                    }),
+                }
+            });
     }
 
     /// Takes the outcome of one subscribe attempt: the sub is live again
@@ -288,11 +209,11 @@ impl Driver {
         };
         if sub.generation != generation {
             if let Ok((conn, id, _)) = outcome {
-                // Superseded: let go of it.
-                conn.unregister_consumer(id).await;
+                close_orphan(&conn, id).await;
             }
             return;
         }
+        self.resubscribes.running.remove(&index);
         match outcome {
             Ok((conn, id, rx)) => {
                 info!(topic = %sub.name, connection = %conn.id(), consumer = id.0, "subscribed again");
@@ -317,6 +238,38 @@ impl Driver {
         }
     }
 
+    /// Waits until no partition is subscribing again, taking the attempts'
+    /// outcomes meanwhile, for at most the operation timeout: a request
+    /// (`op`) issued during a reconnect goes to the new subscription.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] with a timeout if a partition is still
+    /// subscribing again when the operation timeout is up.
+    pub(super) async fn settle_resubscribes(
+        &mut self,
+        op: &'static str,
+    ) -> Result<(), ConsumerError> {
+        let after = self.settings.client.operation_timeout();
+        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        loop {
+            let waiting = (0..self.subs.len())
+                .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);
+            let Some(index) = waiting else {
+                return Ok(());
+            };
+            match tokio::time::timeout_at(deadline, self.resubscribes.next()).await {
+                Ok(outcome) => self.resubscribed(outcome).await,
+                Err(_) => {
+                    return Err(ConsumerError::Request {
+                        op,
+                        topic: self.subs[index].name.to_string(),
+                        source: ConnectionError::Timeout { op, after },
+                    });
+                }
+            }
+        }
+    }
+
     /// Closes every subscription (best effort: a dead connection has closed
     /// it already) and fails the waiting receivers.
     pub(super) async fn close_all(&mut self) {
@@ -327,10 +280,14 @@ impl Driver {
     /// (not after UNSUBSCRIBE: pulsar-lite answers a command for an unknown
     /// consumer by closing the whole shared connection).
     pub(super) async fn detach_all(&mut self, close: bool) {
+        self.resubscribes.shut().await;
         for index in 0..self.subs.len() {
             self.flush_acks(index).await;
         }
-        for sub in &self.subs {
+        for (index, sub) in self.subs.iter().enumerate() {
+            if self.resubscribes.is_running(index) || sub.lost {
+                continue; // nothing registered on the broker or the connection
+            }
             if close {
                 let _ = sub
                     .conn

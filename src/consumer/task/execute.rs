@@ -9,6 +9,14 @@ impl Driver {
     /// is answered by the first ack sent (after its ACK_RESPONSE, with
     /// receipts), or at once if the ack sent nothing yet.
     pub(super) async fn run_actions(&mut self, index: usize, mut reply: Option<Reply<()>>) {
+        if self.resubscribes.is_running(index) {
+            // Subscribing again: the actions wait in the core for the new
+            // consumer id (acks are kept across a reconnect).
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(()));
+            }
+            return;
+        }
         let sub = &mut self.subs[index];
         while let Some(action) = sub.core.poll_action() {
             let (conn, id) = (&sub.conn, sub.id);
@@ -102,11 +110,13 @@ impl Driver {
     }
 
     async fn request_each(
-        &self,
+        &mut self,
         op: &'static str,
         which: impl Fn(&Sub) -> bool,
         build: impl Fn(ConsumerId, crate::ids::RequestId) -> crate::proto::BaseCommand,
     ) -> Result<Vec<Response>, ConsumerError> {
+        // Issued while subscribing again: wait for it (bounded).
+        self.settle_resubscribes(op).await?;
         let mut out = Vec::new();
         for sub in self.subs.iter().filter(|s| which(s)) {
             let answer = sub

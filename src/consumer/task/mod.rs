@@ -9,6 +9,7 @@
 mod attach;
 mod execute;
 mod forward;
+mod resubscribe;
 
 pub(crate) use attach::expand;
 pub(crate) use forward::Forwards;
@@ -111,8 +112,8 @@ pub(crate) struct Driver {
     /// Round-robin start for handing out messages across partitions.
     next_sub: usize,
     activity: watch::Sender<Activity>,
-    /// Subscribe attempts after a lost subscription (see attach.rs).
-    resubscribes: attach::Resubscribes,
+    /// Subscribe attempts after a lost subscription (see resubscribe.rs).
+    resubscribes: resubscribe::Resubscribes,
 }
 
 impl std::fmt::Debug for Driver {

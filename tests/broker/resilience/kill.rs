@@ -1,10 +1,12 @@
 //! The broker is killed with SIGKILL and restarted on the same port and
-//! data directory while a producer sends or a consumer acks: no confirmed
-//! message is lost, and the handles carry on by themselves. pulsar-lite
+//! data directory while a producer sends, a consumer acks, or a consumer
+//! forwards to its dead-letter topic: no confirmed message is lost, and the
+//! handles carry on by themselves. pulsar-lite
 //! only: on Apache the broker process is not the test's to kill.
 
 use std::collections::HashSet;
 
+use pulsar_wire::consumer::DeadLetterPolicy;
 use tokio::sync::oneshot;
 
 use super::*;
@@ -126,4 +128,63 @@ async fn kill_9_during_consume_loses_nothing_and_unacked_messages_come_back() {
          {acked_then_redelivered} acked before the kill and delivered again"
     );
     consumer.close().await.expect("close");
+}
+
+#[tokio::test]
+async fn kill_9_while_forwarding_to_the_dead_letter_topic_loses_no_message() {
+    const TOTAL: u64 = 300;
+    if skip_unless(BrokerKind::Lite, REASON) {
+        return;
+    }
+    let mut broker = TestBroker::start().await;
+    let topic = unique_topic("kill-dlq");
+    let client = direct(&broker).await;
+    let producer = client.producer(&topic).create().await.expect("producer");
+    guard("produce", async {
+        let mut receipts = Vec::new();
+        for i in 0..TOTAL {
+            receipts.push(producer.send(body(i)).await.expect("queued"));
+        }
+        for receipt in receipts {
+            receipt.await.expect("stored");
+        }
+    })
+    .await;
+    let mut consumer = client
+        .consumer(&topic, "dlq")
+        .subscription_type(SubscriptionType::Shared)
+        .initial_position(InitialPosition::Earliest)
+        .dead_letter_policy(DeadLetterPolicy::after_redeliveries(1))
+        .subscribe()
+        .await
+        .expect("subscribe");
+    let checker = direct(&broker).await;
+    let mut letters = fresh_consumer(&checker, &format!("{topic}-dlq-DLQ"), "check").await;
+    // The application nacks everything: each message comes back once and
+    // is then published to the DLQ, and the original acked after that.
+    let nacking = tokio::spawn(async move {
+        while let Ok(m) = consumer.receive().await {
+            let _ = consumer.nack(&m);
+        }
+    });
+    let mut seen = HashSet::new();
+    let mut copies = 0u64;
+    let mut killed = false;
+    guard("forward to the DLQ, kill -9, forward", async {
+        while (seen.len() as u64) < TOTAL {
+            if !killed && seen.len() as u64 >= TOTAL / 3 {
+                // Forwards are in flight: some are published and not acked yet.
+                broker.kill9_and_restart().await;
+                killed = true;
+            }
+            let m = letters.receive().await.expect("receive from the DLQ");
+            copies += 1;
+            seen.insert(number(m.payload()).expect("a test payload"));
+            let _ = letters.ack(&m).await;
+        }
+    })
+    .await;
+    nacking.abort();
+    assert!(killed);
+    eprintln!("kill-dlq: {TOTAL} messages, all in the DLQ, {copies} copies read there");
 }
