@@ -105,6 +105,8 @@ pub struct Consumer {
     activity: watch::Receiver<task::Activity>,
     /// Dead-letter and retry copies (with a dead-letter policy or retry on).
     letters: Option<Arc<letters::Letters>>,
+    /// Whether acks wait for the broker's ACK_RESPONSE.
+    ack_receipts: bool,
 }
 
 impl Clone for Consumer {
@@ -116,6 +118,7 @@ impl Clone for Consumer {
             topics: self.topics.clone(),
             activity: self.activity.clone(),
             letters: self.letters.clone(),
+            ack_receipts: self.ack_receipts,
         }
     }
 }
@@ -176,6 +179,7 @@ impl ConsumerBuilder {
             topics: names,
             activity,
             letters,
+            ack_receipts: self.ack_receipts,
         })
     }
 }
@@ -258,21 +262,33 @@ impl Consumer {
     ///
     /// A batch member's ack reaches the broker when every member of its
     /// batch is acked (acking one member never acks its siblings). Without
-    /// ack receipts this returns once the ack is queued on the connection;
-    /// with them, once the broker confirmed the ACK it led to (an ack that
-    /// sends nothing yet, such as a member's of an incomplete batch, returns
-    /// at once).
+    /// ack receipts this returns once the ack is handed to the consumer's
+    /// task, which sends it before anything asked for later (a `close`
+    /// after it still sends it first); with them, once the broker confirmed
+    /// the ACK it led to (an ack that sends nothing yet, such as a member's
+    /// of an incomplete batch, returns at once).
     ///
     /// # Errors
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
     /// [`ConsumerError::Closed`], or with receipts the broker's error.
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id) = (msg.topic.clone(), msg.id);
+        if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
+            // Nothing to wait for: without receipts the task answers Ok once
+            // it ran the ack, and it runs commands in order. Skipping the
+            // answer saves a round trip between tasks per message.
+            return self.send(task::Command::Ack {
+                topic,
+                id,
+                cumulative: false,
+                reply: None,
+            });
+        }
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
             cumulative: false,
-            reply,
+            reply: Some(reply),
         })
         .await
     }
@@ -297,7 +313,7 @@ impl Consumer {
             topic,
             id,
             cumulative: true,
-            reply,
+            reply: Some(reply),
         })
         .await
     }

@@ -51,7 +51,8 @@ pub(crate) enum Command {
         topic: Arc<str>,
         id: MessageId,
         cumulative: bool,
-        reply: Reply<()>,
+        /// `None`: nobody waits for the outcome.
+        reply: Option<Reply<()>>,
     },
     /// Ask for `id` again.
     Nack {
@@ -238,29 +239,42 @@ impl Driver {
         self.subs.iter().position(|s| &*s.name == topic)
     }
 
-    async fn ack(&mut self, topic: &str, id: MessageId, cumulative: bool, reply: Reply<()>) {
+    async fn ack(
+        &mut self,
+        topic: &str,
+        id: MessageId,
+        cumulative: bool,
+        reply: Option<Reply<()>>,
+    ) {
+        let answer = |reply: Option<Reply<()>>, error| {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(error));
+            }
+        };
         let Some(index) = self.find(topic) else {
-            let _ = reply.send(Err(ConsumerError::ForeignMessage {
+            let error = ConsumerError::ForeignMessage {
                 topic: topic.to_owned(),
-            }));
+            };
+            answer(reply, error);
             return;
         };
         let now = clock::now();
         let core = &mut self.subs[index].core;
         if cumulative {
             if let Err(e) = core.ack_cumulative(now, id) {
-                let _ = reply.send(Err(match e {
+                let error = match e {
                     CoreError::CumulativeAckNotAllowed { subscription } => {
                         ConsumerError::CumulativeAckNotAllowed { subscription }
                     }
                     other => ConsumerError::Core(other),
-                }));
+                };
+                answer(reply, error);
                 return;
             }
         } else {
             core.ack(now, id);
         }
-        self.run_actions(index, Some(reply)).await;
+        self.run_actions(index, reply).await;
     }
 
     /// Hands queued messages to waiting receivers.
