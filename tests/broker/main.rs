@@ -9,8 +9,8 @@ mod client;
 mod consume;
 mod produce;
 mod raw_reader;
-mod resources;
 mod resilience;
+mod resources;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;
