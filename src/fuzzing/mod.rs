@@ -28,8 +28,10 @@ use crate::wire::{self, Frame, FrameError, batch};
 pub use consumer_core::consumer_core;
 pub use seeds::seeds;
 
-/// The frame limit the targets decode with (the default, 5 MiB + 10 KiB).
-const MAX_FRAME: usize = wire::DEFAULT_MAX_FRAME_SIZE;
+/// The frame limit the targets decode with: 1 GiB, as high as a broker's
+/// `max_message_size` may raise it, so that a decoder reserving an
+/// announced frame before its bytes arrive trips `-malloc_limit_mb=16`.
+const MAX_FRAME: usize = 1 << 30;
 
 /// The decompression limit of the `decompress` target: a size over it must
 /// be refused before anything is allocated.

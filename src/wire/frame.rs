@@ -65,8 +65,10 @@ impl Frame {
 /// bytes have arrived.
 ///
 /// `max_frame` bounds the whole frame, size field included; a larger
-/// announcement is an error before any byte of it is buffered. The payload of
-/// the returned frame is a view into the bytes taken from `src`.
+/// announcement is an error before any byte of it is buffered. At most
+/// [`DEFAULT_MAX_FRAME_SIZE`](super::DEFAULT_MAX_FRAME_SIZE) is reserved
+/// ahead of the bytes that have arrived. The payload of the returned frame
+/// is a view into the bytes taken from `src`.
 ///
 /// # Errors
 /// A [`FrameError`] describing the first thing wrong with the frame; after it
@@ -88,7 +90,10 @@ pub fn decode(src: &mut BytesMut, max_frame: usize) -> Result<Option<Frame>, Fra
         });
     }
     if src.len() < size {
-        src.reserve(size - src.len());
+        // Room for the rest, but never more than a default-sized frame ahead
+        // of the bytes that came: a limit raised by the broker's
+        // `max_message_size` must not let one header reserve gigabytes.
+        src.reserve((size - src.len()).min(super::DEFAULT_MAX_FRAME_SIZE));
         return Ok(None);
     }
     let mut body = src.split_to(size).freeze();

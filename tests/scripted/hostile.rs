@@ -218,6 +218,32 @@ async fn a_corrupt_stream_closes_the_connection_with_a_typed_error_and_bounded_m
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_huge_frame_within_a_raised_limit_reserves_nothing_before_its_bytes_come() {
+    init_tracing();
+    let (io, mut broker) = FakeBroker::pair();
+    // The broker raises the limit to 2 GiB...
+    let options = ConnectionOptions::default();
+    let (conn, ()) = tokio::join!(
+        Connection::connect(io, options),
+        broker.handshake_with(Some(i32::MAX))
+    );
+    let conn = conn.expect("handshake");
+    let (err, largest) = largest_allocation(async {
+        // ...announces a 1.5 GiB frame, sends 1 KiB of it and goes away.
+        broker.send_raw(&(1536 * MIB as u32).to_be_bytes()).await;
+        broker.send_raw(&[0; 1024]).await;
+        drop(broker);
+        guard("cut off", conn.closed()).await
+    })
+    .await;
+    assert!(
+        matches!(err, ConnectionError::Io(_) | ConnectionError::Disconnected),
+        "{err:?}"
+    );
+    assert!(largest < 16 * MIB, "an allocation of {largest} bytes");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_frame_cut_off_by_the_end_of_the_stream_is_an_error_not_a_hang() {
     let (conn, mut broker) = connected().await;
     broker.send_raw(&raw_frame(&[], &[])[..3]).await;
