@@ -308,3 +308,46 @@ fn inconsistent_batch_info_is_refused_without_panicking() {
     }
     assert_eq!(core.queued(), 0);
 }
+
+/// Without an ack timeout or a nack delay the driver gives the core a
+/// stale instant instead of reading the clock per message: batches, acks
+/// and nacks must then come out the same whatever instants it gets.
+#[test]
+fn an_untimed_core_acts_the_same_whatever_instants_it_gets() {
+    let t0 = crate::clock::now();
+    let run = |step: std::time::Duration| {
+        let at = |n: u32| t0 + step * n;
+        let mut core = core(shared(), t0);
+        assert!(!core.uses_clock());
+        for index in 0..3 {
+            core.on_message(at(index as u32), batch_msg(1, index, 3))
+                .unwrap();
+        }
+        core.on_message(at(3), msg(id(2), 0)).unwrap();
+        let mut popped = Vec::new();
+        while let Some(m) = core.pop_for_application(at(4)) {
+            popped.push(m.id);
+        }
+        core.ack(at(5), member(1, 0));
+        core.ack(at(6), member(1, 2));
+        core.nack(at(7), id(2), 0);
+        core.ack(at(8), member(1, 1));
+        core.on_tick(at(9));
+        (popped, drain(&mut core), core.next_deadline())
+    };
+    let (popped, actions, deadline) = run(std::time::Duration::ZERO);
+    assert_eq!(popped, [member(1, 0), member(1, 1), member(1, 2), id(2)]);
+    assert_eq!(actions, [A::Redeliver(vec![id(2)]), ack(&[id(1)])]);
+    assert_eq!(deadline, None);
+    assert_eq!(run(secs(3600)), (popped, actions, deadline));
+    // With either timer the instants matter, so the driver reads the clock.
+    let timed = CoreConfig {
+        ack_timeout: Some(secs(10)),
+        ..shared()
+    };
+    let delayed = CoreConfig {
+        nack: NackPolicy::FixedDelay(secs(1)),
+        ..shared()
+    };
+    assert!(core(timed, t0).uses_clock() && core(delayed, t0).uses_clock());
+}

@@ -118,10 +118,11 @@ mod tests {
     use super::*;
     use crate::MessageId;
     use crate::consumer::dead_letter;
+    use crate::consumer::message::MessageFields;
     use crate::proto::KeyValue;
 
     fn message() -> Message {
-        Message {
+        Message(Box::new(MessageFields {
             id: MessageId::new(3, 4).with_partition(1).with_batch_index(2),
             topic: "persistent://public/default/t-partition-1".into(),
             payload: Bytes::from_static(b"body"),
@@ -135,7 +136,7 @@ mod tests {
             sequence_id: 9,
             redelivery_count: 3,
             null_value: false,
-        }
+        }))
     }
 
     #[test]
@@ -213,11 +214,11 @@ mod tests {
 
     #[test]
     fn a_binary_key_stays_binary_in_the_copy() {
-        let m = Message {
+        let m = Message(Box::new(MessageFields {
             key: Some("AAEC".into()),
             key_is_base64: true,
-            ..message()
-        };
+            ..*message().0
+        }));
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(meta.partition_key.as_deref(), Some("AAEC"));
         assert_eq!(meta.partition_key_b64_encoded, Some(true));
@@ -225,13 +226,13 @@ mod tests {
 
     #[test]
     fn a_copy_without_optional_fields_adds_none() {
-        let m = Message {
+        let m = Message(Box::new(MessageFields {
             key: None,
             ordering_key: None,
             event_time: None,
             properties: HashMap::new(),
-            ..message()
-        };
+            ..*message().0
+        }));
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(
             (meta.partition_key, meta.ordering_key, meta.event_time),

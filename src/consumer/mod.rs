@@ -272,7 +272,7 @@ impl Consumer {
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
     /// [`ConsumerError::Closed`], or with receipts the broker's error.
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
-        let (topic, id) = (msg.topic.clone(), msg.id);
+        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
         if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
@@ -308,7 +308,7 @@ impl Consumer {
                 subscription: self.subscription_type,
             });
         }
-        let (topic, id) = (msg.topic.clone(), msg.id);
+        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
@@ -325,9 +325,9 @@ impl Consumer {
     /// [`ConsumerError::Closed`] once the consumer is closed.
     pub fn nack(&self, msg: &Message) -> Result<(), ConsumerError> {
         self.send(task::Command::Nack {
-            topic: msg.topic.clone(),
-            id: msg.id,
-            redelivery_count: msg.redelivery_count,
+            topic: msg.0.topic.clone(),
+            id: msg.0.id,
+            redelivery_count: msg.0.redelivery_count,
         })
     }
 

@@ -136,8 +136,8 @@ impl Reader {
         loop {
             let message = ready!(Pin::new(&mut self.consumer).poll_next(cx))
                 .unwrap_or(Err(ConsumerError::Closed))?;
-            if self.wanted(message.id) {
-                self.last = Some(message.id);
+            if self.wanted(message.0.id) {
+                self.last = Some(message.0.id);
                 return Poll::Ready(Ok(message));
             }
         }

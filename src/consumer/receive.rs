@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::message::Message;
+use super::message::{Message, MessageFields};
 use crate::MessageId;
 use crate::compression::{Compression, CompressionError};
 use crate::proto::command_ack::ValidationError;
@@ -214,7 +214,7 @@ struct Entry<'a> {
 impl Entry<'_> {
     fn plain(&self, id: MessageId, payload: Bytes) -> Message {
         let m = self.metadata;
-        Message {
+        Message(Box::new(MessageFields {
             id,
             topic: self.topic.clone(),
             payload,
@@ -228,13 +228,13 @@ impl Entry<'_> {
             sequence_id: m.sequence_id,
             redelivery_count: self.redelivery_count,
             null_value: m.null_value(),
-        }
+        }))
     }
 
     fn member(&self, entry: MessageId, member: batch::Member) -> Message {
         let s = member.metadata;
         let index = member.index;
-        Message {
+        Message(Box::new(MessageFields {
             id: entry.with_batch_index(index),
             topic: self.topic.clone(),
             payload: member.payload,
@@ -250,7 +250,7 @@ impl Entry<'_> {
                 .unwrap_or(self.metadata.sequence_id + index as u64),
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
-        }
+        }))
     }
 }
 

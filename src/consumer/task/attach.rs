@@ -94,6 +94,7 @@ impl Driver {
             next_sub: 0,
             activity,
             resubscribes: Resubscribes::default(),
+            started: clock::now(),
         };
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
