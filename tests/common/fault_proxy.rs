@@ -42,8 +42,10 @@ pub const MAX_LIFETIME: Duration = Duration::from_secs(600);
 pub enum Plan {
     /// Forward both ways.
     Pass,
-    /// Forward both ways, holding each chunk back this long first.
-    Delay(Duration),
+    /// Forward both ways, at most this many bytes per write (yielding
+    /// between writes), so frames arrive in pieces: a slow, fragmenting
+    /// link without any wall-clock wait.
+    Trickle(usize),
     /// Accept, connect upstream, forward nothing; sockets stay open.
     BlackHole,
     /// Accept and reset at once (RST, no bytes).
@@ -217,9 +219,9 @@ async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut up_read, mut up_write) = upstream.into_split();
     let mut black_hole = plan == Plan::BlackHole;
-    let delay = match plan {
-        Plan::Delay(d) => Some(d),
-        _ => None,
+    let piece = match plan {
+        Plan::Trickle(n) => n.max(1),
+        _ => usize::MAX,
     };
     let mut budget = match plan {
         Plan::CloseAfter(n) => Some(n),
@@ -245,24 +247,18 @@ async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared) {
             _ = hole.changed() => black_hole = true,
             read = client_read.read(&mut to_broker), if !black_hole => {
                 let n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
-                if let Some(d) = delay {
-                    tokio::time::sleep(d).await;
-                }
-                if up_write.write_all(&to_broker[..n]).await.is_err() {
+                if forward(&mut up_write, &to_broker[..n], piece).await.is_err() {
                     return;
                 }
             }
             read = up_read.read(&mut to_client), if !black_hole => {
                 let mut n = match read { Ok(0) | Err(_) => return, Ok(n) => n };
-                if let Some(d) = delay {
-                    tokio::time::sleep(d).await;
-                }
                 let last = budget.is_some_and(|left| n >= left);
                 if let Some(left) = budget.as_mut() {
                     n = n.min(*left);
                     *left -= n;
                 }
-                if client_write.write_all(&to_client[..n]).await.is_err() {
+                if forward(&mut client_write, &to_client[..n], piece).await.is_err() {
                     return;
                 }
                 if last {
@@ -274,4 +270,20 @@ async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared) {
             }
         }
     }
+}
+
+/// Writes `bytes` in pieces of at most `piece` bytes, letting other tasks
+/// run between them (with TCP_NODELAY each piece goes out on its own).
+async fn forward(
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    bytes: &[u8],
+    piece: usize,
+) -> std::io::Result<()> {
+    for chunk in bytes.chunks(piece) {
+        writer.write_all(chunk).await?;
+        if chunk.len() < bytes.len() {
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! A connection that stops carrying bytes with its sockets still open (a
 //! black hole: no RST, no FIN) is found dead by the client's keepalive,
 //! and the producer and consumer carry on over a new connection; so they
-//! do after reconnect attempts that are reset, closed mid-frame or slow.
+//! do after reconnect attempts that are reset, closed mid-frame or
+//! trickled (every frame in pieces).
 
 use std::time::Duration;
 
@@ -88,7 +89,7 @@ async fn a_black_holed_connection_is_declared_dead_by_keepalive_and_the_handles_
 }
 
 #[tokio::test]
-async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_slow_link() {
+async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_trickling_link() {
     let broker = TestBroker::start().await;
     let proxy = FaultProxy::start(broker.addr()).await;
     let topic = unique_topic("faults");
@@ -97,10 +98,10 @@ async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_slow_link() {
     let mut consumer = fresh_consumer(&client, &topic, "faults").await;
     // The next connections: reset before any byte, then closed 20 bytes
     // into the broker's answer (CONNECTED is longer: mid-frame), then
-    // every later one forwarded slowly.
+    // every later one trickled through 7 bytes at a time.
     proxy.push_plan(Plan::Reset);
     proxy.push_plan(Plan::CloseAfter(20));
-    proxy.set_default(Plan::Delay(Duration::from_millis(5)));
+    proxy.set_default(Plan::Trickle(7));
     proxy.cut_all();
     guard("through the faulty reconnects", async {
         for i in 0..10 {
@@ -121,7 +122,7 @@ async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_slow_link() {
     .await;
     assert!(
         proxy.accepted() >= 4,
-        "one good, one reset, one cut mid-frame, then slow ones: {}",
+        "one good, one reset, one cut mid-frame, then trickled ones: {}",
         proxy.accepted()
     );
     producer.close().await.expect("close producer");
