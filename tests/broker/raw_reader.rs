@@ -4,11 +4,49 @@
 
 use bytes::Bytes;
 use pulsar_wire::compression::Compression;
-use pulsar_wire::connection::ConsumerEvent;
+use pulsar_wire::connection::{Connection, ConsumerEvent};
+use pulsar_wire::ids::ConsumerId;
 use pulsar_wire::proto::{self, command_subscribe};
 use pulsar_wire::wire::{batch, commands};
 use pulsar_wire::{Client, MessageId, TopicName};
 use tokio::sync::mpsc;
+
+/// Subscribes to `topic` as the Shared `subscription` from the earliest
+/// message with raw frames and grants `permits`; returns the connection,
+/// the consumer id and its mailbox.
+pub(crate) async fn subscribe_raw(
+    client: &Client,
+    topic: &str,
+    subscription: &str,
+    permits: u32,
+) -> (
+    Connection,
+    ConsumerId,
+    mpsc::UnboundedReceiver<ConsumerEvent>,
+) {
+    let name: TopicName = topic.parse().expect("topic");
+    let conn = client.lookup(&name).await.expect("lookup");
+    let id = conn.next_consumer_id();
+    let (mailbox, events) = mpsc::unbounded_channel();
+    conn.register_consumer(id, mailbox).await.expect("register");
+    conn.request("SUBSCRIBE", |request| {
+        commands::subscribe(proto::CommandSubscribe {
+            topic: topic.to_owned(),
+            subscription: subscription.into(),
+            sub_type: command_subscribe::SubType::Shared as i32,
+            consumer_id: id.0,
+            request_id: request.0,
+            initial_position: Some(command_subscribe::InitialPosition::Earliest as i32),
+            ..proto::CommandSubscribe::default()
+        })
+    })
+    .await
+    .expect("subscribe");
+    conn.send_control(commands::flow(id, permits))
+        .await
+        .expect("flow");
+    (conn, id, events)
+}
 
 /// One message as a consumer sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,27 +62,7 @@ pub(crate) struct Read {
 /// Subscribes (Shared, from the earliest) and reads `n` messages, unpacking
 /// compression and batches with the crate's own codec functions.
 pub(crate) async fn read(client: &Client, topic: &str, n: usize) -> Vec<Read> {
-    let name: TopicName = topic.parse().expect("topic");
-    let conn = client.lookup(&name).await.expect("lookup");
-    let id = conn.next_consumer_id();
-    let (mailbox, mut events) = mpsc::unbounded_channel();
-    conn.register_consumer(id, mailbox).await.expect("register");
-    conn.request("SUBSCRIBE", |request| {
-        commands::subscribe(proto::CommandSubscribe {
-            topic: topic.to_owned(),
-            subscription: "reader".into(),
-            sub_type: command_subscribe::SubType::Shared as i32,
-            consumer_id: id.0,
-            request_id: request.0,
-            initial_position: Some(command_subscribe::InitialPosition::Earliest as i32),
-            ..proto::CommandSubscribe::default()
-        })
-    })
-    .await
-    .expect("subscribe");
-    conn.send_control(commands::flow(id, 10_000))
-        .await
-        .expect("flow");
+    let (_conn, _id, mut events) = subscribe_raw(client, topic, "reader", 10_000).await;
     let mut out = Vec::new();
     while out.len() < n {
         let Some(ConsumerEvent::Message {

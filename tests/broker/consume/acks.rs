@@ -307,29 +307,9 @@ async fn a_batch_redelivered_with_an_ack_set_is_done_once_the_rest_is_acked() {
 /// closes the consumer.
 async fn ack_members_raw(client: &Client, topic: &str, entry: MessageId, ack_set: i64) {
     use pulsar_wire::connection::ConsumerEvent;
-    use pulsar_wire::proto::{command_ack::AckType, command_subscribe};
+    use pulsar_wire::proto::command_ack::AckType;
 
-    let name: TopicName = topic.parse().expect("topic");
-    let conn = client.lookup(&name).await.expect("lookup");
-    let id = conn.next_consumer_id();
-    let (mailbox, mut events) = mpsc::unbounded_channel();
-    conn.register_consumer(id, mailbox).await.expect("register");
-    conn.request("SUBSCRIBE", |request| {
-        commands::subscribe(proto::CommandSubscribe {
-            topic: topic.to_owned(),
-            subscription: "s".into(),
-            sub_type: command_subscribe::SubType::Shared as i32,
-            consumer_id: id.0,
-            request_id: request.0,
-            initial_position: Some(command_subscribe::InitialPosition::Earliest as i32),
-            ..proto::CommandSubscribe::default()
-        })
-    })
-    .await
-    .expect("subscribe");
-    conn.send_control(commands::flow(id, 100))
-        .await
-        .expect("flow");
+    let (conn, id, mut events) = crate::raw_reader::subscribe_raw(client, topic, "s", 100).await;
     loop {
         match events.recv().await {
             Some(ConsumerEvent::Message { message_id, .. }) if message_id.entry() == entry => break,
