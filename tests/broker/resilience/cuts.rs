@@ -111,16 +111,7 @@ async fn consume_through_cuts(cut: Cut) {
     let proxy = FaultProxy::start(broker.addr()).await;
     let client = proxied(&broker, &proxy, Duration::from_secs(30)).await;
     let mut consumer = fresh_consumer(&client, &topic, "cut").await;
-    guard("produce", async {
-        let mut receipts = Vec::new();
-        for i in 0..TOTAL {
-            receipts.push(producer.send(body(i)).await.expect("queued"));
-        }
-        for receipt in receipts {
-            receipt.await.expect("stored");
-        }
-    })
-    .await;
+    produce_bodies(&producer, TOTAL).await;
 
     let mut seen = HashSet::new();
     let mut deliveries = 0u64;

@@ -85,16 +85,7 @@ async fn kill_9_during_consume_loses_nothing_and_unacked_messages_come_back() {
     let client = direct(&broker).await;
     let producer = client.producer(&topic).create().await.expect("producer");
     let mut consumer = fresh_consumer(&client, &topic, "kill").await;
-    guard("produce", async {
-        let mut receipts = Vec::new();
-        for i in 0..TOTAL {
-            receipts.push(producer.send(body(i)).await.expect("queued"));
-        }
-        for receipt in receipts {
-            receipt.await.expect("stored");
-        }
-    })
-    .await;
+    produce_bodies(&producer, TOTAL).await;
 
     let mut acked = HashSet::new();
     let mut seen = HashSet::new();
@@ -140,16 +131,7 @@ async fn kill_9_while_forwarding_to_the_dead_letter_topic_loses_no_message() {
     let topic = unique_topic("kill-dlq");
     let client = direct(&broker).await;
     let producer = client.producer(&topic).create().await.expect("producer");
-    guard("produce", async {
-        let mut receipts = Vec::new();
-        for i in 0..TOTAL {
-            receipts.push(producer.send(body(i)).await.expect("queued"));
-        }
-        for receipt in receipts {
-            receipt.await.expect("stored");
-        }
-    })
-    .await;
+    produce_bodies(&producer, TOTAL).await;
     let mut consumer = client
         .consumer(&topic, "dlq")
         .subscription_type(SubscriptionType::Shared)

@@ -53,6 +53,20 @@ async fn fresh_consumer(client: &Client, topic: &str, subscription: &str) -> Con
         .expect("subscribe")
 }
 
+/// Sends [`body`]`(0..total)` and waits for every receipt.
+async fn produce_bodies(producer: &pulsar_wire::producer::Producer, total: u64) {
+    guard("produce", async {
+        let mut receipts = Vec::new();
+        for i in 0..total {
+            receipts.push(producer.send(body(i)).await.expect("queued"));
+        }
+        for receipt in receipts {
+            receipt.await.expect("stored");
+        }
+    })
+    .await;
+}
+
 /// The payload of message `i` (what the tests send).
 fn body(i: u64) -> String {
     format!("m-{i}")
