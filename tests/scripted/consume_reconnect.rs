@@ -11,17 +11,7 @@ async fn a_closed_consumer_subscribes_again_with_a_fresh_id() {
     let net = FakeNetwork::new();
     guard("resubscribe", async {
         let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    request_id: 0,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
+        broker.send(close_consumer(id)).await;
         let again = attach(&mut broker).await;
         assert_ne!(again, id, "a fresh consumer id per subscribe attempt");
         broker
@@ -42,16 +32,7 @@ async fn receivers_fail_once_the_subscription_cannot_come_back() {
             let result = consumer.receive().await;
             (consumer, result)
         });
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
+        broker.send(close_consumer(id)).await;
         // Passing trouble is retried (with backoff, no limit): five
         // attempts find the broker not ready...
         for _ in 0..5 {
@@ -140,26 +121,9 @@ async fn a_subscription_made_after_close_is_closed_on_the_broker() {
     let net = FakeNetwork::new();
     guard("orphan subscription", async {
         let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
+        broker.send(close_consumer(id)).await;
         let lookup = broker.expect(Type::Lookup).await;
-        let here = format!("pulsar://{SERVICE}");
-        broker
-            .send(answer::lookup(
-                request_id(&lookup),
-                LookupType::Connect,
-                &here,
-                true,
-            ))
-            .await;
+        answer_lookup_here(&mut broker, &lookup).await;
         let subscribe = broker.expect(Type::Subscribe).await;
         let body = subscribe.command.subscribe.as_ref().expect("body");
         // Closed while its SUBSCRIBE is in flight: close does not wait...
@@ -178,28 +142,11 @@ async fn a_request_made_while_subscribing_again_waits_for_the_new_subscription()
     let net = FakeNetwork::new();
     guard("request during a resubscribe", async {
         let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
+        broker.send(close_consumer(id)).await;
         let lookup = broker.expect(Type::Lookup).await;
         // Subscribing again has started: ask now.
         let asking = tokio::spawn(async move { consumer.last_message_id().await });
-        let here = format!("pulsar://{SERVICE}");
-        broker
-            .send(answer::lookup(
-                request_id(&lookup),
-                LookupType::Connect,
-                &here,
-                true,
-            ))
-            .await;
+        answer_lookup_here(&mut broker, &lookup).await;
         let again = attach_subscribe(&mut broker).await;
         let ask = broker.expect(Type::GetLastMessageId).await;
         let body = ask.command.get_last_message_id.as_ref().expect("body");
@@ -228,16 +175,7 @@ async fn a_request_made_while_subscribing_again_times_out_if_that_takes_too_long
     let net = FakeNetwork::new();
     guard("request while the lookup hangs", async {
         let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
-        broker
-            .send(BaseCommand {
-                r#type: Type::CloseConsumer as i32,
-                close_consumer: Some(Box::new(proto::CommandCloseConsumer {
-                    consumer_id: id,
-                    ..proto::CommandCloseConsumer::default()
-                })),
-                ..BaseCommand::default()
-            })
-            .await;
+        broker.send(close_consumer(id)).await;
         // Subscribing again has started, and its lookup is never answered.
         broker.expect(Type::Lookup).await;
         let err = consumer
@@ -266,4 +204,23 @@ async fn attach_subscribe(broker: &mut FakeBroker) -> u64 {
     broker.send(answer::success(body.request_id)).await;
     broker.expect(Type::Flow).await;
     body.consumer_id
+}
+
+/// The broker's CLOSE_CONSUMER for consumer `id`.
+fn close_consumer(id: u64) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::CloseConsumer as i32,
+        close_consumer: Some(Box::new(proto::CommandCloseConsumer {
+            consumer_id: id,
+            ..proto::CommandCloseConsumer::default()
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+/// Answers `lookup` with this (the only) broker, authoritatively.
+async fn answer_lookup_here(broker: &mut FakeBroker, lookup: &Frame) {
+    let here = format!("pulsar://{SERVICE}");
+    let answer = answer::lookup(request_id(lookup), LookupType::Connect, &here, true);
+    broker.send(answer).await;
 }
