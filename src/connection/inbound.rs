@@ -83,6 +83,7 @@ impl Router {
                         request = b.request_id,
                         "producer queued for exclusive access"
                     );
+                    self.hold(RequestId(b.request_id));
                     return;
                 }
                 (b.request_id, Ok(Response::ProducerSuccess(*b)))

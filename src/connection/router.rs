@@ -22,7 +22,9 @@ use crate::proto::ServerError;
 
 struct Pending {
     op: &'static str,
-    deadline: Instant,
+    /// `None` once the broker said the answer will take as long as it takes
+    /// (a producer queued for exclusive access).
+    deadline: Option<Instant>,
     reply: Reply,
 }
 
@@ -65,15 +67,28 @@ impl Router {
             id,
             Pending {
                 op,
-                deadline,
+                deadline: Some(deadline),
                 reply,
             },
         ) {
             // Ids come from a counter that never repeats; keep the newer waiter.
             warn!(request = %id, op, "request id reused; the earlier waiter is dropped");
-            self.deadlines.remove(&(old.deadline, id));
+            if let Some(old) = old.deadline {
+                self.deadlines.remove(&(old, id));
+            }
         }
         self.deadlines.insert((deadline, id));
+    }
+
+    /// Request `id` got a first answer that says the real one comes later,
+    /// with no time limit (PRODUCER_SUCCESS with `producer_ready` false: the
+    /// producer waits for exclusive access). It no longer times out; its
+    /// waiter withdraws it by closing the producer.
+    pub(crate) fn hold(&mut self, id: RequestId) {
+        let deadline = self.pending.get_mut(&id).and_then(|p| p.deadline.take());
+        if let Some(deadline) = deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
     }
 
     /// Routes producer events for `id` to `mailbox` (replacing an earlier one).
@@ -148,7 +163,9 @@ impl Router {
             debug!(request = %id, "answer to an unknown or timed-out request dropped");
             return;
         };
-        self.deadlines.remove(&(p.deadline, id));
+        if let Some(deadline) = p.deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
         let result = outcome.map_err(|(code, message)| ConnectionError::Server {
             op: p.op,
             code,

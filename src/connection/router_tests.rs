@@ -335,6 +335,10 @@ fn producer_waiting_for_exclusive_access_stays_pending() {
     };
     router.on_inbound(answer(false));
     assert!(rx.try_recv().is_err());
+    // Queued: it waits as long as it takes, the operation timeout no longer applies.
+    assert_eq!(router.next_deadline(), None);
+    assert_eq!(router.expire(t0 + TIMEOUT * 100), 0);
+    assert!(rx.try_recv().is_err());
     router.on_inbound(answer(true));
     assert!(matches!(
         rx.try_recv(),

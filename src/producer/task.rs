@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::batcher::{BatchConfig, Batcher, SealError};
-use super::connect::Recipe;
+use super::connect::{Recipe, Unclaimed};
 use super::limits::Budget;
 use super::pending::{Pending, ReceiptError};
 use super::{ProducerError, ProducerMessage, WhenFull};
@@ -65,7 +65,12 @@ pub(crate) struct Created {
     /// The partition index, or -1 for a topic that is not partitioned.
     pub(crate) partition: i32,
     pub(crate) next_sequence: u64,
+    /// The topic epoch the broker gave, if it gave one.
+    pub(crate) topic_epoch: Option<u64>,
     pub(crate) events: mpsc::UnboundedReceiver<ProducerEvent>,
+    /// Closes the producer on the broker if it is dropped before a driver
+    /// claims it.
+    pub(crate) unclaimed: Unclaimed,
 }
 
 struct Waiter {
@@ -90,14 +95,20 @@ struct Driver {
 }
 
 /// Spawns the driver of `created`; returns the channel its handle sends on.
-pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) -> mpsc::Sender<Cmd> {
+pub(crate) fn spawn(
+    mut created: Created,
+    mut recipe: Recipe,
+    settings: Settings,
+) -> mpsc::Sender<Cmd> {
+    created.unclaimed.claim();
     let (tx, rx) = mpsc::channel(1024);
     let span = info_span!("producer", topic = %created.topic, name = %created.name);
     // Reconnects ask for the name the broker gave.
     recipe.name = Some(created.name.clone());
+    recipe.topic_epoch = created.topic_epoch;
     let driver = Driver {
         recipe,
-        link: Link::default(),
+        link: Link::up_since(clock::now()),
         batcher: Batcher::new(settings.batch, created.name.clone()),
         pending: Pending::default(),
         budget: Budget::new(Some(settings.max_pending_messages), None),

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod access_modes;
 mod auth;
 mod client;
 mod consume;
