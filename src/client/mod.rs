@@ -92,17 +92,14 @@ impl Client {
     /// The connection a producer or consumer of `topic` reconnects on: to
     /// the broker the broker named (CLOSE_PRODUCER / CLOSE_CONSUMER /
     /// TOPIC_MIGRATED carry its URLs; the one of this client's scheme is
-    /// used), or found by a fresh lookup when it named none.
+    /// used, and only if it has that scheme), or found by a fresh lookup
+    /// when it named none.
     pub(crate) async fn reconnect_to(
         &self,
         topic: &TopicName,
         hint: Option<&crate::connection::BrokerHint>,
     ) -> Result<Connection, ClientError> {
-        let named = hint.and_then(|h| match self.inner.service.is_tls() {
-            true => h.broker_url_tls.as_deref(),
-            false => h.broker_url.as_deref(),
-        });
-        match named.filter(|url| !url.is_empty()) {
+        match hint.and_then(|h| h.url_for(self.inner.service.is_tls())) {
             Some(url) => {
                 let broker = BrokerAddress::from_url(url)?;
                 self.inner.pool.get(&broker, &broker).await
@@ -351,6 +348,7 @@ impl ClientBuilder {
             options,
             connection_timeout: self.connection_timeout,
             connections_per_broker: self.connections_per_broker,
+            require_tls: service.is_tls(),
             #[cfg(feature = "tls")]
             tls,
         });

@@ -16,3 +16,5 @@ mod hostile;
 mod hostile_entries;
 mod lookup;
 mod produce;
+#[cfg(feature = "tls")]
+mod tls_downgrade;
