@@ -142,6 +142,7 @@ pub struct ClientBuilder {
     connections_per_broker: usize,
     connector: Option<Arc<dyn Connector>>,
     memory_limit: usize,
+    max_message_size: usize,
     auth: Option<Arc<dyn Authentication>>,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
@@ -157,6 +158,7 @@ impl Default for ClientBuilder {
             connections_per_broker: 1,
             connector: None,
             memory_limit: crate::producer::DEFAULT_MEMORY_LIMIT,
+            max_message_size: crate::wire::DEFAULT_MAX_MESSAGE_SIZE,
             auth: None,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
@@ -208,6 +210,17 @@ impl ClientBuilder {
     /// Default 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
+        self
+    }
+
+    /// The largest message the client accepts from a broker: a frame over
+    /// the smaller of this and the broker's own `max_message_size` (plus
+    /// 10 KiB for command and metadata) ends the connection before its
+    /// bytes are read, and a payload that decompresses past it is refused.
+    /// A broker cannot raise it. Default 5 MiB (the broker's default):
+    /// raise it for brokers configured to take larger messages.
+    pub const fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
         self
     }
 
@@ -328,9 +341,13 @@ impl ClientBuilder {
                 return Err(invalid(option, "must be longer than zero").into());
             }
         }
+        if self.max_message_size < 1024 {
+            return Err(invalid("max_message_size", "must be at least 1 KiB").into());
+        }
         let mut options = ConnectionOptions::default()
             .operation_timeout(self.operation_timeout)
-            .keepalive_interval(self.keepalive_interval);
+            .keepalive_interval(self.keepalive_interval)
+            .max_message_size(self.max_message_size);
         if let Some(auth) = self.auth {
             options = options.shared_authentication(auth);
         }

@@ -79,7 +79,10 @@ impl UnpackError {
         match self {
             Self::Checksum { .. } => ValidationError::ChecksumMismatch,
             Self::Decompression {
-                source: CompressionError::TooLarge { .. } | CompressionError::SizeMismatch { .. },
+                source:
+                    CompressionError::TooLarge { .. }
+                    | CompressionError::SizeMismatch { .. }
+                    | CompressionError::Implausible { .. },
                 ..
             } => ValidationError::UncompressedSizeCorruption,
             Self::Decompression { .. } => ValidationError::DecompressionError,

@@ -221,8 +221,8 @@ async fn a_corrupt_stream_closes_the_connection_with_a_typed_error_and_bounded_m
 async fn a_huge_frame_within_a_raised_limit_reserves_nothing_before_its_bytes_come() {
     init_tracing();
     let (io, mut broker) = FakeBroker::pair();
-    // The broker raises the limit to 2 GiB...
-    let options = ConnectionOptions::default();
+    // The client takes messages up to 2 GiB and the broker raises its limit to that...
+    let options = ConnectionOptions::default().max_message_size(2048 * MIB);
     let (conn, ()) = tokio::join!(
         Connection::connect(io, options),
         broker.handshake_with(Some(i32::MAX))
@@ -241,6 +241,37 @@ async fn a_huge_frame_within_a_raised_limit_reserves_nothing_before_its_bytes_co
         "{err:?}"
     );
     assert!(largest < 16 * MIB, "an allocation of {largest} bytes");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broker_cannot_raise_the_clients_frame_limit() {
+    init_tracing();
+    let (io, mut broker) = FakeBroker::pair();
+    // The broker says it takes 2 GiB messages; the client keeps its 5 MiB.
+    let (conn, ()) = tokio::join!(
+        Connection::connect(io, ConnectionOptions::default()),
+        broker.handshake_with(Some(i32::MAX))
+    );
+    let conn = conn.expect("handshake");
+    assert_eq!(
+        conn.max_message_size(),
+        i32::MAX as usize,
+        "what it may be sent"
+    );
+    assert_eq!(conn.max_receive_size(), 5 * MIB, "what it accepts");
+    let (err, largest) = largest_allocation(async {
+        broker.send_raw(&(64 * MIB as u32).to_be_bytes()).await;
+        guard("over the limit", conn.closed()).await
+    })
+    .await;
+    match &err {
+        ConnectionError::Frame(e) => assert!(
+            matches!(**e, FrameError::TooLarge { max, .. } if max == 5 * MIB + 10 * 1024),
+            "{e:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(largest < MIB, "an allocation of {largest} bytes");
 }
 
 #[tokio::test(start_paused = true)]

@@ -398,7 +398,7 @@ impl Driver {
                     redelivery_count,
                     ack_set: &ack_set,
                     payload,
-                    max_size: sub.conn.max_message_size(),
+                    max_size: sub.conn.max_receive_size(),
                 };
                 let lost_permits = match receive::unpack(delivery) {
                     Ok(unpacked) => {
