@@ -8,7 +8,10 @@
 //! is written as the socket accepts it, so a slow broker never stops the
 //! actor from reading; while the buffer is above a high-water mark the lanes
 //! are not read, which pushes back on the handles. The sixth is fresh
-//! credentials being fetched to answer an AUTH_CHALLENGE.
+//! credentials being fetched to answer an AUTH_CHALLENGE. A socket that
+//! takes none of the queued bytes for an operation timeout ends the
+//! connection ([`ConnectionError::WriteStalled`]), even while the broker
+//! keeps sending (which keeps the keepalive content).
 //!
 //! Only the loop awaits. What happens on a command, a frame or a tick is
 //! decided by plain functions over [`Core`] and the pure [`Router`] and
@@ -57,6 +60,10 @@ pub(crate) struct Core {
     pub(crate) options: ConnectionOptions,
     /// Encoded frames not yet written to the socket.
     pub(crate) out: BytesMut,
+    /// Since when bytes have waited for the socket without any being
+    /// taken (`None` while nothing waits, or the last write made progress
+    /// and nothing is left).
+    pub(crate) stalled_since: Option<Instant>,
     /// Fresh credentials being fetched to answer an AUTH_CHALLENGE.
     pub(crate) pending_auth: Option<PendingAuth>,
 }
@@ -71,6 +78,7 @@ impl Core {
             keepalive: Keepalive::new(now, options.keepalive_interval),
             options,
             out: BytesMut::new(),
+            stalled_since: None,
             pending_auth: None,
         }
     }
@@ -82,9 +90,24 @@ impl Core {
     /// The earliest moment a timer has something to do.
     fn next_deadline(&self) -> Instant {
         let keepalive = self.keepalive.next_deadline();
-        self.router
-            .next_deadline()
-            .map_or(keepalive, |request| request.min(keepalive))
+        let write = self
+            .stalled_since
+            .map(|since| since + self.options.operation_timeout);
+        [self.router.next_deadline(), write]
+            .into_iter()
+            .flatten()
+            .fold(keepalive, Instant::min)
+    }
+
+    /// Notes the state of the output after a write of `written` bytes (or
+    /// none) at `now`: a write that made progress restarts the stall clock,
+    /// bytes left waiting start it.
+    pub(crate) fn on_output(&mut self, now: Instant, written: usize) {
+        if self.out.is_empty() {
+            self.stalled_since = None;
+        } else if written > 0 || self.stalled_since.is_none() {
+            self.stalled_since = Some(now);
+        }
     }
 }
 
@@ -171,9 +194,14 @@ async fn credentials(slot: &mut Option<PendingAuth>) -> Result<AuthPayload, Auth
     fetched
 }
 
-/// Expires requests and runs the keepalive; an error ends the connection.
+/// Expires requests, runs the keepalive and checks that the socket takes
+/// what is queued; an error ends the connection.
 pub(crate) fn handle_tick(core: &mut Core, now: Instant) -> Result<(), ConnectionError> {
     core.router.expire(now);
+    let after = core.options.operation_timeout;
+    if core.stalled_since.is_some_and(|since| now >= since + after) {
+        return Err(ConnectionError::WriteStalled { after });
+    }
     match core.keepalive.on_tick(now) {
         None => Ok(()),
         Some(keepalive::Action::SendPing) => {
@@ -222,6 +250,7 @@ pub(crate) async fn run<R, W>(
     tokio::pin!(timer);
 
     let err = loop {
+        core.on_output(clock::now(), 0);
         if let Err(e) = handle_tick(&mut core, clock::now()) {
             break e;
         }
@@ -236,7 +265,10 @@ pub(crate) async fn run<R, W>(
                 match written {
                     Ok(0) => break io::Error::from(io::ErrorKind::WriteZero).into(),
                     Ok(FLUSHED) => unflushed = false,
-                    Ok(_) => unflushed = true,
+                    Ok(n) => {
+                        unflushed = true;
+                        core.on_output(clock::now(), n);
+                    }
                     Err(e) => break e.into(),
                 }
             },
