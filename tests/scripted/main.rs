@@ -14,6 +14,7 @@ mod dead_letter;
 mod handshake;
 mod hostile;
 mod hostile_entries;
+mod limits;
 mod lookup;
 mod produce;
 #[cfg(feature = "tls")]

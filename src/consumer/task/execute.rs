@@ -50,17 +50,22 @@ impl Driver {
                         let topic = sub.name.to_string();
                         let waiter = reply.take();
                         tokio::spawn(async move {
-                            let result = conn
-                                .request("ACK", |request| {
-                                    commands::ack(id, ids, kind, Some(request))
-                                })
-                                .await
-                                .map(drop)
-                                .map_err(|source| ConsumerError::Request {
-                                    op: "ACK",
-                                    topic,
-                                    source,
-                                });
+                            let mut result = Ok(());
+                            for run in commands::split_ids(ids) {
+                                let answer = conn
+                                    .request("ACK", |request| {
+                                        commands::ack(id, run, kind, Some(request))
+                                    })
+                                    .await;
+                                if let Err(source) = answer {
+                                    result = Err(ConsumerError::Request {
+                                        op: "ACK",
+                                        topic,
+                                        source,
+                                    });
+                                    break;
+                                }
+                            }
                             if let Some(waiter) = waiter {
                                 let _ = waiter.send(result);
                             }
@@ -75,13 +80,19 @@ impl Driver {
                         sub.flush_at.get_or_insert_with(|| clock::now() + group);
                         Ok(())
                     } else {
-                        conn.send_control(commands::ack(id, ids, kind, None)).await
+                        send_each(conn, commands::split_ids(ids), |run| {
+                            commands::ack(id, run, kind, None)
+                        })
+                        .await
                     }
                 }
                 Action::Redeliver(ids) => {
                     let partition = sub.partition;
                     let ids = ids.iter().map(|m| m.with_partition(partition).to_proto());
-                    conn.send_control(commands::redeliver(id, ids, None)).await
+                    send_each(conn, commands::split_ids(ids.collect()), |run| {
+                        commands::redeliver(id, run, None)
+                    })
+                    .await
                 }
                 Action::RedeliverAll { consumer_epoch } => {
                     let none = std::iter::empty();
@@ -184,10 +195,26 @@ impl Driver {
             return;
         }
         let ids = std::mem::take(&mut sub.grouped);
-        let ack = commands::ack(sub.id, ids, AckType::Individual, None);
-        if let Err(e) = sub.conn.send_control(ack).await {
+        let id = sub.id;
+        let sent = send_each(&sub.conn, commands::split_ids(ids), |run| {
+            commands::ack(id, run, AckType::Individual, None)
+        });
+        if let Err(e) = sent.await {
             // The broker redelivers what it did not see acked.
             debug!(topic = %sub.name, error = %e, "grouped ack not sent");
         }
     }
+}
+
+/// Sends one control frame per run of ids (see [`commands::split_ids`]);
+/// stops at the first that cannot be sent.
+async fn send_each(
+    conn: &Connection,
+    runs: Vec<Vec<crate::proto::MessageIdData>>,
+    build: impl Fn(Vec<crate::proto::MessageIdData>) -> crate::proto::BaseCommand,
+) -> Result<(), crate::connection::ConnectionError> {
+    for run in runs {
+        conn.send_control(build(run)).await?;
+    }
+    Ok(())
 }
