@@ -2,9 +2,10 @@
 //!
 //! Producers and consumers ask it how long to wait before their next
 //! reconnect attempt. A success does not start the delays over by itself:
-//! only a link that then stays up for [`STABLE`] does, so a broker that
-//! closes every re-created producer or consumer at once (a CLOSE_* ping-pong)
-//! meets growing delays instead of a reconnect every 100 ms. It never reads
+//! only a link that then does some work (a receipt, a message) or stays up
+//! for [`STABLE`] does, so a broker that closes every re-created producer or
+//! consumer at once (a CLOSE_* ping-pong) meets growing delays instead of a
+//! reconnect every 100 ms. It never reads
 //! the clock and never sleeps; the jitter source is injected so tests see
 //! exact numbers, while the default one spreads clients that lost the same
 //! broker at the same moment (no thundering herd on its restart).
@@ -33,6 +34,8 @@ pub(crate) struct Backoff {
     jitter: Jitter,
     /// When the link last came up, while it is up.
     up_since: Option<Instant>,
+    /// Whether the link did some work since it came up.
+    worked: bool,
 }
 
 impl fmt::Debug for Backoff {
@@ -63,6 +66,7 @@ impl Backoff {
             attempts: 0,
             jitter,
             up_since: None,
+            worked: false,
         }
     }
 
@@ -92,13 +96,20 @@ impl Backoff {
     /// over only if it stays up for [`STABLE`] (see [`down`](Self::down)).
     pub(crate) const fn up(&mut self, now: Instant) {
         self.up_since = Some(now);
+        self.worked = false;
     }
 
-    /// The link went down at `now`: after [`STABLE`] or more up, the next
-    /// delay is `initial` again; after less, the delays keep growing.
+    /// The link did some work (the broker answered a send, say): losing it
+    /// starts the delays over.
+    pub(crate) const fn worked(&mut self) {
+        self.worked = true;
+    }
+
+    /// The link went down at `now`: after some work or [`STABLE`] up, the
+    /// next delay is `initial` again; after neither, the delays keep growing.
     pub(crate) fn down(&mut self, now: Instant) {
         if let Some(since) = self.up_since.take() {
-            if now.saturating_duration_since(since) >= STABLE {
+            if self.worked || now.saturating_duration_since(since) >= STABLE {
                 self.reset();
             }
         }
@@ -219,6 +230,11 @@ mod tests {
         // Down twice without an up in between changes nothing more.
         b.down(t0 + STABLE * 3);
         assert_eq!(b.next_delay(), ms(200));
+        // Up briefly, but it did some work: starts over too.
+        b.up(t0 + STABLE * 4);
+        b.worked();
+        b.down(t0 + STABLE * 4 + ms(1));
+        assert_eq!(b.next_delay(), ms(100));
     }
 
     #[test]

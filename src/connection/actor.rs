@@ -39,6 +39,7 @@ use super::{ConnectionError, ConnectionOptions};
 use crate::auth::{self, AuthError};
 use crate::clock;
 use crate::codec::PulsarCodec;
+use crate::ids::ConsumerId;
 use crate::proto::BaseCommand;
 use crate::wire::commands::AuthPayload;
 use crate::wire::{self, Frame, FrameError, commands};
@@ -134,6 +135,10 @@ pub(crate) fn handle_command(
             }
         },
         Command::Control(command) => {
+            if let Some(flow) = &command.flow {
+                core.router
+                    .on_flow(ConsumerId(flow.consumer_id), flow.message_permits);
+            }
             if let Err(e) = core.write_command(&command) {
                 let kind = command.r#type().as_str_name();
                 warn!(command = kind, error = %e, "control command could not be encoded");
@@ -148,12 +153,19 @@ pub(crate) fn handle_command(
     None
 }
 
-/// Handles one frame from the broker.
-pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
+/// Handles one frame from the broker; an error (a protocol violation) ends
+/// the connection.
+pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) -> Result<(), ConnectionError> {
     core.keepalive.on_activity();
     trace!(command = frame.command.r#type().as_str_name(), "received");
     let answer = match core.router.on_inbound(frame) {
-        Reaction::None => return,
+        Reaction::None => return Ok(()),
+        Reaction::PermitsExceeded { consumer } => {
+            warn!(%consumer, "broker ignores flow control: dropping the connection");
+            return Err(ConnectionError::PermitsExceeded {
+                consumer: consumer.0,
+            });
+        }
         Reaction::SendPong => commands::pong(),
         Reaction::AnswerAuthChallenge => {
             debug!("answering AUTH_CHALLENGE");
@@ -162,7 +174,7 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
                 Some(auth) => {
                     core.pending_auth =
                         Some(Box::pin(async move { auth::fetch(auth.as_ref()).await }));
-                    return;
+                    return Ok(());
                 }
                 None => challenge_answer(None),
             }
@@ -171,6 +183,7 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
     if let Err(e) = core.write_command(&answer) {
         warn!(error = %e, "answer could not be encoded");
     }
+    Ok(())
 }
 
 /// Answers the AUTH_CHALLENGE with the fetched credentials; a provider
@@ -273,7 +286,11 @@ pub(crate) async fn run<R, W>(
                 }
             },
             read = reader.next() => match read {
-                Some(Ok(frame)) => handle_inbound(&mut core, frame),
+                Some(Ok(frame)) => {
+                    if let Err(e) = handle_inbound(&mut core, frame) {
+                        break e;
+                    }
+                }
                 Some(Err(e)) => break e.into(),
                 None => break ConnectionError::Disconnected,
             },

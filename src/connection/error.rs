@@ -60,6 +60,14 @@ pub enum ConnectionError {
         /// The operation timeout in force.
         after: Duration,
     },
+    /// The broker sent a consumer more entries than it granted permits
+    /// (FLOW): it ignores flow control, so the connection is dropped before
+    /// the consumer's buffer grows without bound.
+    #[error("broker sent consumer {consumer} an entry beyond its permits; connection dropped")]
+    PermitsExceeded {
+        /// The consumer id on this connection.
+        consumer: u64,
+    },
     /// The broker answered with a command that does not fit the request
     /// (during the handshake, or a response of the wrong kind).
     #[error("broker answered {op} with an unexpected {got}")]
@@ -203,6 +211,7 @@ impl ConnectionError {
                 | Self::Frame(_)
                 | Self::KeepaliveExpired { .. }
                 | Self::WriteStalled { .. }
+                | Self::PermitsExceeded { .. }
                 | Self::Auth(_)
                 | Self::Tls { .. }
                 | Self::Closed

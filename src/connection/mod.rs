@@ -246,9 +246,11 @@ impl Connection {
     ///
     /// The mailbox is unbounded so a slow consumer never blocks the actor
     /// (and every other consumer on the connection). Its bound is flow
-    /// control: the broker sends no more messages than the FLOW permits the
-    /// consumer granted, so it holds at most the consumer's receiver queue
-    /// plus a few notifications. If the connection dies the mailbox gets
+    /// control, enforced here: the connection counts the FLOW permits sent
+    /// for `id` and the entries received for it, and a broker that sends an
+    /// entry past them ends the connection
+    /// ([`ConnectionError::PermitsExceeded`]). So it holds at most the
+    /// consumer's receiver queue plus a few notifications. If the connection dies the mailbox gets
     /// [`ConsumerEvent::ConnectionLost`].
     ///
     /// # Errors

@@ -37,6 +37,10 @@ pub(crate) struct Router {
     deadlines: BTreeSet<(Instant, RequestId)>,
     producers: HashMap<ProducerId, ProducerMailbox>,
     consumers: HashMap<ConsumerId, ConsumerMailbox>,
+    /// Per registered consumer: FLOW permits granted minus entries
+    /// received. Every entry costs a compliant broker at least one permit,
+    /// so below zero the broker is sending what nobody asked for.
+    permits: HashMap<ConsumerId, i64>,
 }
 
 /// A broker answer before it is matched to its request's `op`.
@@ -51,6 +55,7 @@ impl Router {
             deadlines: BTreeSet::new(),
             producers: HashMap::new(),
             consumers: HashMap::new(),
+            permits: HashMap::new(),
         }
     }
 
@@ -99,6 +104,27 @@ impl Router {
     /// Routes consumer events for `id` to `mailbox` (replacing an earlier one).
     pub(crate) fn register_consumer(&mut self, id: ConsumerId, mailbox: ConsumerMailbox) {
         self.consumers.insert(id, mailbox);
+        self.permits.insert(id, 0);
+    }
+
+    /// A FLOW granting `permits` to consumer `id` went out.
+    pub(crate) fn on_flow(&mut self, id: ConsumerId, permits: u32) {
+        if let Some(outstanding) = self.permits.get_mut(&id) {
+            *outstanding += i64::from(permits);
+        }
+    }
+
+    /// An entry for consumer `id` came in: takes a permit; `false` once the
+    /// broker is past what it was granted (a protocol violation).
+    pub(super) fn take_permit(&mut self, id: ConsumerId) -> bool {
+        match self.permits.get_mut(&id) {
+            Some(outstanding) => {
+                *outstanding -= 1;
+                *outstanding >= 0
+            }
+            // Unknown ids are dropped on delivery.
+            None => true,
+        }
     }
 
     /// Stops routing to producer `id`.
@@ -109,6 +135,7 @@ impl Router {
     /// Stops routing to consumer `id`.
     pub(crate) fn unregister_consumer(&mut self, id: ConsumerId) {
         self.consumers.remove(&id);
+        self.permits.remove(&id);
     }
 
     /// Requests waiting for an answer.
@@ -155,6 +182,7 @@ impl Router {
         for (_, mailbox) in self.consumers.drain() {
             let _ = mailbox.send(ConsumerEvent::ConnectionLost(err.clone()));
         }
+        self.permits.clear();
     }
 
     /// Hands `outcome` to the waiter of request `id`, if it still waits.
@@ -195,6 +223,9 @@ impl Router {
         last: bool,
     ) {
         deliver(&mut self.consumers, id, "consumer", what, event, last);
+        if !self.consumers.contains_key(&id) {
+            self.permits.remove(&id);
+        }
     }
 }
 

@@ -212,6 +212,7 @@ fn receipts_and_messages_go_to_their_owner_and_unknown_ids_are_ignored() {
     let (ctx, mut crx) = mpsc::unbounded_channel();
     router.register_producer(ProducerId(4), ptx);
     router.register_consumer(ConsumerId(8), ctx);
+    router.on_flow(ConsumerId(8), 2);
 
     router.on_inbound(receipt(4, 11));
     router.on_inbound(receipt(99, 1)); // unknown producer: logged, ignored
@@ -315,6 +316,26 @@ fn a_dropped_mailbox_unregisters_itself() {
     drop(prx);
     router.on_inbound(receipt(1, 0));
     assert!(router.producers.is_empty());
+}
+
+#[test]
+fn an_entry_beyond_the_permits_granted_is_a_protocol_violation() {
+    let mut router = Router::new(TIMEOUT);
+    let (ctx, mut crx) = mpsc::unbounded_channel();
+    router.register_consumer(ConsumerId(8), ctx);
+    router.on_flow(ConsumerId(8), 2);
+    router.on_flow(ConsumerId(99), 1000); // not registered: nothing granted
+    assert_eq!(router.on_inbound(message(8, 1, true)), Reaction::None);
+    assert_eq!(router.on_inbound(message(8, 2, true)), Reaction::None);
+    assert_eq!(
+        router.on_inbound(message(8, 3, true)),
+        Reaction::PermitsExceeded {
+            consumer: ConsumerId(8)
+        }
+    );
+    assert!(matches!(crx.try_recv(), Ok(ConsumerEvent::Message { .. })));
+    assert!(matches!(crx.try_recv(), Ok(ConsumerEvent::Message { .. })));
+    assert!(crx.try_recv().is_err(), "the third is not delivered");
 }
 
 #[test]

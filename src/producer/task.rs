@@ -265,6 +265,7 @@ impl Driver {
                     .with_partition(self.p.partition);
                 match self.pending.on_receipt(sequence_id.0, id) {
                     Ok(resolved) => {
+                        self.link.worked();
                         for (waiter, id) in resolved {
                             self.budget.release(1, waiter.bytes);
                             let _ = waiter.reply.send(Ok(id));

@@ -31,6 +31,11 @@ impl Link {
         link
     }
 
+    /// The broker answered a send on this link.
+    pub(super) const fn worked(&mut self) {
+        self.backoff.worked();
+    }
+
     pub(super) const fn is_up(&self) -> bool {
         self.attempt.is_none()
     }

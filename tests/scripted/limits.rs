@@ -1,5 +1,6 @@
 //! Bounds the consumer keeps whatever the broker or the application does:
-//! acks that pile up go out in frames of at most 1000 ids. Paused clock.
+//! acks that pile up go out in frames of at most 1000 ids; a broker that
+//! sends past the permits it was granted loses the connection. Paused clock.
 
 use std::time::Duration;
 
@@ -7,8 +8,9 @@ use pulsar_wire::consumer::SubscriptionType;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::wire::Checksum;
 
-use super::consume::{message, subscribed_with};
+use super::consume::{message, subscribed, subscribed_with};
 use crate::common::fake_broker::FakeNetwork;
+use crate::common::guard;
 
 #[tokio::test(start_paused = true)]
 async fn acks_grouped_by_the_thousand_go_out_in_frames_of_at_most_1000_ids() {
@@ -52,4 +54,24 @@ async fn acks_grouped_by_the_thousand_go_out_in_frames_of_at_most_1000_ids() {
     });
     test.await
         .expect("no outcome within two hours (hang guard)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broker_that_sends_past_its_permits_loses_the_connection() {
+    let net = FakeNetwork::new();
+    guard("flood", async {
+        // The consumer granted 1000 permits and the application reads nothing.
+        let (_consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        for entry in 0..1000 {
+            broker
+                .send_frame(message(id, entry, "m", Checksum::Valid))
+                .await;
+        }
+        // The 1001st is one nobody asked for: the client hangs up.
+        broker
+            .send_frame(message(id, 1000, "m", Checksum::Valid))
+            .await;
+        broker.until_closed().await;
+    })
+    .await;
 }
