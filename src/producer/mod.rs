@@ -127,6 +127,11 @@ impl Producer {
         }
     }
 
+    /// Whether `other` is a clone of this producer.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The topic, as given to the broker.
     pub fn topic(&self) -> &str {
         &self.inner.topic

@@ -26,7 +26,7 @@ mod lifecycle;
 
 const SERVICE: &str = "svc:6650";
 
-fn producer_success(request: u64, name: &str, last_sequence_id: i64) -> BaseCommand {
+pub(super) fn producer_success(request: u64, name: &str, last_sequence_id: i64) -> BaseCommand {
     BaseCommand {
         r#type: Type::ProducerSuccess as i32,
         producer_success: Some(Box::new(proto::CommandProducerSuccess {

@@ -23,7 +23,12 @@ impl Driver {
             let sent = match action {
                 Action::Flow(permits) => {
                     trace!(topic = %sub.name, permits, "FLOW");
-                    conn.send_control(commands::flow(id, permits)).await
+                    if self.settings.forwards.withhold(index, id, permits) {
+                        // Too many dead-letter forwards in flight: later.
+                        Ok(())
+                    } else {
+                        conn.send_control(commands::flow(id, permits)).await
+                    }
                 }
                 Action::Ack {
                     ids,
