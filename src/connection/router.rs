@@ -41,6 +41,8 @@ pub(crate) struct Router {
     /// received. Every entry costs a compliant broker at least one permit,
     /// so below zero the broker is sending what nobody asked for.
     permits: HashMap<ConsumerId, i64>,
+    /// Frames for ids nobody registered, so far (a warning per power of two).
+    strays: u64,
 }
 
 /// A broker answer before it is matched to its request's `op`.
@@ -56,6 +58,7 @@ impl Router {
             producers: HashMap::new(),
             consumers: HashMap::new(),
             permits: HashMap::new(),
+            strays: 0,
         }
     }
 
@@ -212,7 +215,8 @@ impl Router {
         event: ProducerEvent,
         last: bool,
     ) {
-        deliver(&mut self.producers, id, "producer", what, event, last);
+        let stray = deliver(&mut self.producers, id, "producer", what, event, last);
+        self.count_stray(stray, "producer", what);
     }
 
     pub(super) fn deliver_to_consumer(
@@ -222,15 +226,37 @@ impl Router {
         event: ConsumerEvent,
         last: bool,
     ) {
-        deliver(&mut self.consumers, id, "consumer", what, event, last);
+        let stray = deliver(&mut self.consumers, id, "consumer", what, event, last);
+        self.count_stray(stray, "consumer", what);
         if !self.consumers.contains_key(&id) {
             self.permits.remove(&id);
         }
     }
 }
 
+impl Router {
+    /// Counts a frame for an unknown id (`stray`); warns on the 1st, 2nd,
+    /// 4th, 8th… of the connection, so a broker sending them by the
+    /// thousand cannot flood the log.
+    fn count_stray(&mut self, stray: bool, owner: &str, what: &str) {
+        if !stray {
+            return;
+        }
+        self.strays += 1;
+        if self.strays.is_power_of_two() {
+            warn!(
+                owner,
+                command = what,
+                so_far = self.strays,
+                "frames for unknown ids ignored (warned at each power of two)"
+            );
+        }
+    }
+}
+
 /// Delivers `event` to the mailbox of `id`; `last` ends the registration
-/// after it, and so does a mailbox whose receiver is gone.
+/// after it, and so does a mailbox whose receiver is gone. Returns true if
+/// nobody is registered under `id` (the event is dropped).
 fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     mailboxes: &mut HashMap<K, mpsc::UnboundedSender<E>>,
     id: K,
@@ -238,10 +264,10 @@ fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     what: &str,
     event: E,
     last: bool,
-) {
+) -> bool {
     let Some(mailbox) = mailboxes.get(&id) else {
-        warn!(id = %id, owner, command = what, "for an unknown id: ignored");
-        return;
+        debug!(id = %id, owner, command = what, "for an unknown id: ignored");
+        return true;
     };
     let gone = mailbox.send(event).is_err();
     if gone {
@@ -250,6 +276,7 @@ fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     if gone || last {
         mailboxes.remove(&id);
     }
+    false
 }
 
 #[cfg(test)]
