@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::client::{Client, TopicName};
 
 use super::consumer_error::ConsumerError;
+use super::crypto::CryptoFailureAction;
 use super::letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
 use super::{
@@ -51,6 +52,8 @@ pub struct ConsumerBuilder {
     pub(crate) delivery: CoreConfig,
     /// Also subscribe to the retry-letter topic (`reconsume_later`).
     pub(crate) retry: bool,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: CryptoFailureAction,
 }
 
 impl ConsumerBuilder {
@@ -68,6 +71,7 @@ impl ConsumerBuilder {
             ack_group_time: None,
             delivery: CoreConfig::default(),
             retry: false,
+            crypto_failure_action: CryptoFailureAction::default(),
         }
     }
 
@@ -268,6 +272,35 @@ impl ConsumerBuilder {
     /// ```
     pub fn enable_retry(mut self, enabled: bool) -> Self {
         self.retry = enabled;
+        self
+    }
+
+    /// What the consumer does with an encrypted message (it holds no keys):
+    /// [`CryptoFailureAction::Fail`] by default, never acked and never
+    /// handed out, `receive()` returns
+    /// [`ConsumerError::Unreadable`](super::ConsumerError::Unreadable) in
+    /// its place; `Discard` acks it; `Consume` hands out the ciphertext
+    /// with its [`EncryptionContext`](super::EncryptionContext). A message
+    /// compressed with a codec this client does not know is treated as
+    /// `Fail` whatever is set here.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::consumer::{ConsumerError, CryptoFailureAction};
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "archive")
+    ///     .crypto_failure_action(CryptoFailureAction::Consume)
+    ///     .subscribe()
+    ///     .await?;
+    /// let msg = consumer.receive().await?;
+    /// if let Some(context) = msg.encryption_context() {
+    ///     println!("encrypted for {:?}", context.keys().iter().map(|k| &k.name).collect::<Vec<_>>());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn crypto_failure_action(mut self, action: CryptoFailureAction) -> Self {
+        self.crypto_failure_action = action;
         self
     }
 

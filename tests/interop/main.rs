@@ -7,4 +7,5 @@ mod common;
 mod captures;
 mod consume;
 mod dead_letter;
+mod encryption;
 mod produce;

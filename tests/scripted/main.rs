@@ -16,3 +16,4 @@ mod hostile;
 mod hostile_entries;
 mod lookup;
 mod produce;
+mod unreadable;

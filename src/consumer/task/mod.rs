@@ -105,6 +105,8 @@ pub(crate) struct Settings {
     pub(crate) ack_receipts: bool,
     /// Group individual acks into one ACK frame per this interval.
     pub(crate) ack_group_time: Option<Duration>,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: super::CryptoFailureAction,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
 }
@@ -213,7 +215,7 @@ impl Driver {
             Command::TryReceive(reply) => {
                 let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
-                    (message, _) => Ok(message),
+                    (message, _) => message.transpose(),
                 };
                 let _ = reply.send(answer);
             }
@@ -331,7 +333,7 @@ impl Driver {
             };
             match self.pop(at).await {
                 Some(message) => {
-                    let _ = reply.send(Ok(message));
+                    let _ = reply.send(message);
                 }
                 None => {
                     self.waiting.push_front(reply);
@@ -360,15 +362,28 @@ impl Driver {
         })
     }
 
-    /// The next queued message, partitions taken in turn.
-    async fn pop(&mut self, now: std::time::Instant) -> Option<Message> {
+    /// The next queued message, partitions taken in turn; in place of one
+    /// the application must not get, the error naming it (the core holds
+    /// it as handed out: unacked, under the ack timeout).
+    async fn pop(&mut self, now: std::time::Instant) -> Option<Result<Message, ConsumerError>> {
         let n = self.subs.len();
         for k in 0..n {
             let index = (self.next_sub + k) % n;
             if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
                 self.next_sub = (index + 1) % n;
                 self.run_actions(index, None).await;
-                return Some(incoming.message);
+                let message = incoming.message;
+                return Some(match message.unreadable() {
+                    None => Ok(message),
+                    Some(reason) => {
+                        warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
+                        Err(ConsumerError::Unreadable {
+                            topic: message.topic().to_owned(),
+                            id: message.id(),
+                            reason,
+                        })
+                    }
+                });
             }
         }
         None
@@ -390,6 +405,7 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
                 let delivery = Delivery {
                     topic: &sub.name,
@@ -399,9 +415,12 @@ impl Driver {
                     ack_set: &ack_set,
                     payload,
                     max_size: sub.conn.max_message_size(),
+                    crypto: self.settings.crypto_failure_action,
                 };
                 let lost_permits = match receive::unpack(delivery) {
                     Ok(unpacked) => {
+                        // Members skipped, or a batch kept whole (undecoded).
+                        let lost = permits.saturating_sub(unpacked.messages.len() as u32);
                         for message in unpacked.messages {
                             let incoming = Incoming {
                                 id: message.0.id,
@@ -418,7 +437,7 @@ impl Driver {
                             sub.core
                                 .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
-                        unpacked.skipped.len() as u32
+                        lost
                     }
                     Err(e) => {
                         // Never handed out: reported to the broker (see receive.rs).
