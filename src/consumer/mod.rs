@@ -14,6 +14,7 @@
 mod actions;
 mod batch_acks;
 mod builder;
+mod chunks;
 mod config;
 mod consumer_error;
 mod core;
@@ -53,6 +54,7 @@ pub use nack::{NackPolicy, RedeliveryBackoff};
 pub use unacked::UnackedTracker;
 
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use chunks::{DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES};
 pub use consumer_error::ConsumerError;
 pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
@@ -166,6 +168,7 @@ impl ConsumerBuilder {
             ack_receipts: self.ack_receipts,
             ack_group_time: self.ack_group_time,
             crypto_failure_action: self.crypto_failure_action,
+            chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
         };
         let partitions = task::expand(&self.client, topics).await?;

@@ -8,15 +8,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pulsar_wire::Client;
-use pulsar_wire::consumer::{
-    ConsumerError, CryptoFailureAction, InitialPosition, SubscriptionType, Unreadable,
-};
-use pulsar_wire::{Consumer, MessageId};
+use pulsar_wire::MessageId;
+use pulsar_wire::consumer::{ConsumerBuilder, ConsumerError, CryptoFailureAction, Unreadable};
 use serde_json::Value;
 
 use crate::common::broker::TestBroker;
 use crate::common::{guard, init_tracing, unique_topic};
+use crate::consume::{client_of, shared_consumer};
 use crate::produce::python;
 
 const ENCRYPTED: usize = 10;
@@ -100,22 +98,6 @@ fn path_text(path: &Path) -> String {
     path.to_str().expect("utf-8 temp path").to_owned()
 }
 
-async fn subscribe(
-    client: &Client,
-    topic: &str,
-    name: &str,
-    action: CryptoFailureAction,
-) -> Consumer {
-    client
-        .consumer(topic, name)
-        .subscription_type(SubscriptionType::Shared)
-        .initial_position(InitialPosition::Earliest)
-        .crypto_failure_action(action)
-        .subscribe()
-        .await
-        .expect("subscribe")
-}
-
 #[tokio::test]
 async fn encrypted_messages_stay_for_a_consumer_with_the_key() {
     init_tracing();
@@ -123,14 +105,10 @@ async fn encrypted_messages_stay_for_a_consumer_with_the_key() {
     let topic = unique_topic("interop-encrypted");
     let keys = KeyPair::new("encryption");
     guard("encrypted messages", async {
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
-        let mut keyless =
-            subscribe(&client, &topic, "keyless", CryptoFailureAction::default()).await;
-        let mut raw = subscribe(&client, &topic, "raw", CryptoFailureAction::Consume).await;
+        let client = client_of(&broker).await;
+        let mut keyless = shared_consumer(&client, &topic, "keyless", |b| b).await;
+        let consume = |b: ConsumerBuilder| b.crypto_failure_action(CryptoFailureAction::Consume);
+        let mut raw = shared_consumer(&client, &topic, "raw", consume).await;
         let counts = [ENCRYPTED.to_string(), PLAIN.to_string()];
         let url = broker.service_url();
         let args = [url.clone(), topic.clone(), keys.public(), keys.private()];

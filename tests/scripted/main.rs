@@ -8,6 +8,7 @@
 mod common;
 
 mod auth;
+mod chunks;
 mod connection;
 mod consume;
 mod dead_letter;

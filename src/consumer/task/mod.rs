@@ -7,6 +7,7 @@
 //! cores' actions and the handle's requests into commands on the wire.
 
 mod attach;
+mod chunked;
 mod execute;
 mod forward;
 mod resubscribe;
@@ -24,6 +25,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, trace, warn};
 
+use super::chunks::{self, ChunkAssembler, ChunkLimits};
 use super::consumer_error::ConsumerError;
 use super::message::Message;
 use super::receive::{self, Delivery};
@@ -87,6 +89,9 @@ struct Sub {
     /// Bumped per subscribe, so events from an older mailbox are ignored.
     generation: u64,
     core: ConsumerCore<Message>,
+    /// Chunks of messages being assembled, and the chunk ids of those
+    /// handed out.
+    chunks: ChunkAssembler,
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
@@ -107,6 +112,8 @@ pub(crate) struct Settings {
     pub(crate) ack_group_time: Option<Duration>,
     /// What to do with encrypted messages.
     pub(crate) crypto_failure_action: super::CryptoFailureAction,
+    /// Bounds on the chunked messages being assembled.
+    pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
 }
@@ -148,7 +155,7 @@ impl Driver {
             let deadline = self
                 .subs
                 .iter()
-                .flat_map(|s| [s.core.next_deadline(), s.flush_at])
+                .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
                 .flatten()
                 .min();
             if deadline != armed {
@@ -197,6 +204,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
+                        self.expire_chunks(index, now).await;
                         self.run_actions(index, None).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;
@@ -405,8 +413,16 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                let Some((message_id, payload)) = self
+                    .assemble(index, message_id, consumer_epoch, payload)
+                    .await
+                else {
+                    return; // a chunk of a message still incomplete
+                };
+                let sub = &mut self.subs[index];
                 // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+                let max_size = chunks::decompress_limit(sub.conn.max_message_size(), &payload);
                 let delivery = Delivery {
                     topic: &sub.name,
                     partition: sub.partition,
@@ -414,7 +430,7 @@ impl Driver {
                     redelivery_count,
                     ack_set: &ack_set,
                     payload,
-                    max_size: sub.conn.max_message_size(),
+                    max_size,
                     crypto: self.settings.crypto_failure_action,
                 };
                 let lost_permits = match receive::unpack(delivery) {
