@@ -1,17 +1,22 @@
 //! Chunked messages against a scripted broker (paused clock): interleaved
 //! chunks of two messages, a missing chunk, the bound on messages being
-//! assembled, and the expiry of an incomplete one.
+//! assembled, and the expiry of an incomplete one; a producer splitting a
+//! payload over the broker's max message size.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use pulsar_wire::MessageId;
+use prost::Message as _;
 use pulsar_wire::consumer::{ConsumerBuilder, SubscriptionType};
+use pulsar_wire::producer::{ProducerBuilder, ProducerError};
 use pulsar_wire::proto::base_command::Type;
-use pulsar_wire::wire::Frame;
+use pulsar_wire::proto::{self, BaseCommand};
+use pulsar_wire::wire::{self, Frame};
+use pulsar_wire::{Client, MessageId};
 
-use super::consume::subscribed_with;
+use super::consume::{SERVICE, subscribed_with};
 use super::hostile_entries::{entry, meta};
+use super::produce::{producer_built, send_of};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork};
 use crate::common::guard;
 
@@ -20,7 +25,7 @@ const PUBLISHED: u64 = 4_102_444_800_000;
 
 /// Chunk `chunk_id` of `num` of message `uuid`, at entry `at`.
 fn chunk(consumer: u64, at: u64, uuid: &str, chunk_id: i32, num: i32) -> Frame {
-    let metadata = pulsar_wire::proto::MessageMetadata {
+    let metadata = proto::MessageMetadata {
         uuid: Some(uuid.into()),
         chunk_id: Some(chunk_id),
         num_chunks_from_msg: Some(num),
@@ -186,6 +191,91 @@ async fn an_incomplete_message_expires_and_its_chunks_are_acked() {
             "acked before the expiry"
         );
         assert!(consumer.try_receive().await.expect("open").is_none());
+    })
+    .await;
+}
+
+/// A SEND_RECEIPT for `sequence` naming entry `entry`.
+fn receipt_at(producer: u64, sequence: u64, entry: u64) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::SendReceipt as i32,
+        send_receipt: Some(Box::new(proto::CommandSendReceipt {
+            producer_id: producer,
+            sequence_id: sequence,
+            message_id: Some(MessageId::new(1, entry).to_proto()),
+            highest_sequence_id: None,
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first() {
+    let net = FakeNetwork::new();
+    guard("chunked send", async {
+        let chunking = |b: ProducerBuilder| b.chunking(true);
+        let (producer, mut broker, _svc) =
+            producer_built(&net, Some(1000), -1, 64 << 20, chunking).await;
+        let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+        let receipt = producer.send(payload.clone()).await.expect("queued");
+        let (mut joined, mut chunks) = (Vec::new(), 0u64);
+        loop {
+            let frame = broker.expect(Type::Send).await;
+            assert!(wire::encoded_len(&frame) <= 1000 + wire::FRAME_OVERHEAD_ALLOWANCE);
+            let (producer_id, sequence) = send_of(&frame);
+            assert_eq!(sequence, 0, "every chunk has the message's sequence id");
+            let p = frame.payload.expect("payload");
+            let meta = &p.metadata;
+            assert!(
+                meta.encoded_len() + p.data.len() <= 1000,
+                "chunk {chunks} over the limit"
+            );
+            assert_eq!(meta.uuid.as_deref(), Some("p-1-0"));
+            assert_eq!(meta.total_chunk_msg_size, Some(2500));
+            assert_eq!(meta.chunk_id, Some(chunks as i32));
+            joined.extend_from_slice(&p.data);
+            broker.send(receipt_at(producer_id, 0, 10 + chunks)).await;
+            chunks += 1;
+            if meta.num_chunks_from_msg == Some(chunks as i32) {
+                break;
+            }
+        }
+        assert!(chunks >= 3, "{chunks} chunks");
+        assert_eq!(joined, payload);
+        assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunking_with_batching_turned_on_is_refused_before_any_io() {
+    let net = FakeNetwork::new();
+    guard("chunking and batching", async {
+        let mut svc = net.listen(SERVICE);
+        let connect = async {
+            Client::builder()
+                .service_url(format!("pulsar://{SERVICE}"))
+                .connector(net.clone())
+                .build()
+                .await
+                .expect("client")
+        };
+        let script = async {
+            let mut broker = svc.accept().await;
+            broker.handshake().await;
+            broker
+        };
+        let (client, _broker) = tokio::join!(connect, script);
+        let refused = client
+            .producer("t")
+            .chunking(true)
+            .batching(true)
+            .create()
+            .await;
+        assert!(
+            matches!(refused, Err(ProducerError::ChunkingWithBatching)),
+            "{refused:?}"
+        );
     })
     .await;
 }
