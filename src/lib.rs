@@ -89,6 +89,8 @@ mod documentation {
     struct Consuming;
     #[doc = include_str!("../docs/producing.md")]
     struct Producing;
+    #[doc = include_str!("../docs/encryption-and-chunking.md")]
+    struct EncryptionAndChunking;
     #[doc = include_str!("../docs/tls-and-auth.md")]
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
