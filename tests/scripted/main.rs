@@ -8,6 +8,7 @@
 mod common;
 
 mod auth;
+mod chunks;
 mod connection;
 mod consume;
 mod dead_letter;
@@ -19,3 +20,4 @@ mod lookup;
 mod produce;
 #[cfg(feature = "tls")]
 mod tls_downgrade;
+mod unreadable;
