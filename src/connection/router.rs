@@ -92,8 +92,14 @@ impl Router {
     /// with no time limit (PRODUCER_SUCCESS with `producer_ready` false: the
     /// producer waits for exclusive access). It no longer times out; its
     /// waiter withdraws it by closing the producer.
+    /// Only a PRODUCER request is held: a broker cannot take another
+    /// request off its timeout this way.
     pub(crate) fn hold(&mut self, id: RequestId) {
-        let deadline = self.pending.get_mut(&id).and_then(|p| p.deadline.take());
+        let deadline = self
+            .pending
+            .get_mut(&id)
+            .filter(|p| p.op == "PRODUCER")
+            .and_then(|p| p.deadline.take());
         if let Some(deadline) = deadline {
             self.deadlines.remove(&(deadline, id));
         }

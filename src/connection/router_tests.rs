@@ -365,6 +365,14 @@ fn producer_waiting_for_exclusive_access_stays_pending() {
         rx.try_recv(),
         Ok(Ok(Response::ProducerSuccess(_)))
     ));
+    // The same answer naming a LOOKUP does not take it off its timeout.
+    let mut lookup = request(&mut router, t0, 3, "LOOKUP");
+    router.on_inbound(answer(false));
+    assert_eq!(router.expire(t0 + TIMEOUT), 1);
+    assert!(matches!(
+        lookup.try_recv(),
+        Ok(Err(ConnectionError::Timeout { .. }))
+    ));
 }
 
 #[test]
