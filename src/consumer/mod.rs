@@ -26,6 +26,7 @@ mod letters;
 mod message;
 pub mod nack;
 mod permits;
+mod position;
 mod reader;
 pub(crate) mod receive;
 mod retry;
@@ -40,6 +41,8 @@ pub mod unacked;
 mod core_tests;
 #[cfg(test)]
 mod core_tests_batch_dlq;
+#[cfg(test)]
+mod core_tests_untracked;
 #[cfg(test)]
 mod proptests;
 
@@ -332,10 +335,17 @@ impl Consumer {
     }
 
     /// Moves the subscription to message `id` (on a partitioned topic, that
-    /// id's partition).
+    /// id's partition; [`MessageId::EARLIEST`] and [`MessageId::LATEST`]
+    /// move every partition).
     ///
-    /// The broker then closes the consumer, which subscribes again at once:
-    /// messages queued before the seek are dropped.
+    /// Exact, as the official clients: once this returns, no message
+    /// queued or in flight before the seek reaches the application (the
+    /// consumer drops its queue and subscribes again at once), and reading
+    /// starts right after `id`, or at `id` with
+    /// [`seek_inclusive`](ConsumerBuilder::seek_inclusive). For a batch
+    /// member, the members before it never come: the seek marks them
+    /// acked when the batch's size is known (the batch last received),
+    /// and the consumer drops them on arrival in any case.
     ///
     /// # Errors
     /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
@@ -361,6 +371,12 @@ impl Consumer {
     /// partitions; [`ConsumerError::Request`] if the broker refused.
     pub async fn last_message_id(&self) -> Result<MessageId, ConsumerError> {
         self.ask(task::Command::LastMessageId).await
+    }
+
+    /// Whether a message is there to read (see
+    /// [`Reader::has_message_available`]).
+    pub(crate) async fn has_message_available(&self) -> Result<bool, ConsumerError> {
+        self.ask(task::Command::HasMessageAvailable).await
     }
 
     /// Whether this consumer is the active one of a Failover subscription

@@ -19,6 +19,8 @@ use crate::common::{guard, init_tracing};
 
 #[path = "consume_reconnect.rs"]
 mod reconnect;
+#[path = "consume_seek.rs"]
+mod seek;
 
 pub(super) const SERVICE: &str = "svc:6650";
 pub(super) const TOPIC: &str = "persistent://public/default/scripted";

@@ -109,6 +109,11 @@ impl Driver {
                     conn,
                     id,
                     generation: 0,
+                    position: Position::new(
+                        driver.settings.options.start_message_id,
+                        driver.settings.options.start_inclusive,
+                        !core.config().track_messages,
+                    ),
                     core,
                     grouped: Vec::new(),
                     flush_at: None,
@@ -167,6 +172,8 @@ impl Driver {
     /// the broker named one.
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
+        let durable = self.settings.options.durable;
+        sub.position.on_reconnect(sub.core.first_queued(), durable);
         sub.core.on_reconnect();
         sub.generation += 1;
         if !sub.conn.is_closed() {
@@ -185,7 +192,8 @@ impl Driver {
             .entry(index)
             .or_default()
             .next_delay();
-        let (client, options) = (self.settings.client.clone(), self.settings.options.clone());
+        let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
+        options.start_message_id = sub.position.start_id().or(options.start_message_id);
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");

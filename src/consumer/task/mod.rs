@@ -26,6 +26,7 @@ use tracing::{debug, info, trace, warn};
 
 use super::consumer_error::ConsumerError;
 use super::message::Message;
+use super::position::Position;
 use super::receive::{self, Delivery};
 use super::subscribe::SubscribeOptions;
 use super::{Action, ConsumerCore, CoreConfig, CoreError, Incoming};
@@ -68,6 +69,8 @@ pub(crate) enum Command {
     Seek(SeekTarget, Reply<()>),
     /// The id of the last message of the (single) topic.
     LastMessageId(Reply<MessageId>),
+    /// Whether a message is there to read (see `Reader::has_message_available`).
+    HasMessageAvailable(Reply<bool>),
     /// Delete the subscription, then stop.
     Unsubscribe(Reply<()>),
     /// Close the consumer, then stop.
@@ -87,6 +90,9 @@ struct Sub {
     /// Bumped per subscribe, so events from an older mailbox are ignored.
     generation: u64,
     core: ConsumerCore<Message>,
+    /// Where its messages start (a reader's start, a seek), and the last
+    /// one handed out (where a non-durable subscription resumes).
+    position: Position,
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
@@ -241,6 +247,9 @@ impl Driver {
             Command::LastMessageId(reply) => {
                 let _ = reply.send(self.last_message_id().await);
             }
+            Command::HasMessageAvailable(reply) => {
+                let _ = reply.send(self.has_message_available().await);
+            }
             Command::Unsubscribe(reply) => {
                 let result = self.unsubscribe().await;
                 let done = result.is_ok();
@@ -366,6 +375,9 @@ impl Driver {
         for k in 0..n {
             let index = (self.next_sub + k) % n;
             if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
+                self.subs[index]
+                    .position
+                    .handed_out(incoming.id, incoming.batch_size);
                 self.next_sub = (index + 1) % n;
                 self.run_actions(index, None).await;
                 return Some(incoming.message);
@@ -401,7 +413,8 @@ impl Driver {
                     max_size: sub.conn.max_message_size(),
                 };
                 let lost_permits = match receive::unpack(delivery) {
-                    Ok(unpacked) => {
+                    Ok(mut unpacked) => {
+                        let dropped = sub.position.retain(&mut unpacked);
                         for message in unpacked.messages {
                             let incoming = Incoming {
                                 id: message.0.id,
@@ -418,7 +431,7 @@ impl Driver {
                             sub.core
                                 .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
-                        unpacked.skipped.len() as u32
+                        unpacked.skipped.len() as u32 + dropped
                     }
                     Err(e) => {
                         // Never handed out: reported to the broker (see receive.rs).
