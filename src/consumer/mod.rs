@@ -44,6 +44,8 @@ mod core_tests_batch_dlq;
 #[cfg(test)]
 mod core_tests_untracked;
 #[cfg(test)]
+mod handle_tests;
+#[cfg(test)]
 mod proptests;
 
 pub use self::core::ConsumerCore;
@@ -66,6 +68,7 @@ pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
@@ -110,6 +113,9 @@ pub struct Consumer {
     letters: Option<Arc<letters::Letters>>,
     /// Whether acks wait for the broker's ACK_RESPONSE.
     ack_receipts: bool,
+    /// Set by the task when it stops as asked (close, unsubscribe, every
+    /// handle dropped); unset when a handle finds it gone, it panicked.
+    ended: Arc<AtomicBool>,
 }
 
 impl Clone for Consumer {
@@ -122,6 +128,7 @@ impl Clone for Consumer {
             activity: self.activity.clone(),
             letters: self.letters.clone(),
             ack_receipts: self.ack_receipts,
+            ended: self.ended.clone(),
         }
     }
 }
@@ -174,7 +181,9 @@ impl ConsumerBuilder {
         let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
         let (commands, mailbox) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
-        tokio::spawn(tracing::Instrument::instrument(driver.run(mailbox), span));
+        let ended = Arc::new(AtomicBool::new(false));
+        let task = driver.run(mailbox, ended.clone());
+        tokio::spawn(tracing::Instrument::instrument(task, span));
         Ok(Consumer {
             commands,
             pending: None,
@@ -183,6 +192,7 @@ impl ConsumerBuilder {
             activity,
             letters,
             ack_receipts: self.ack_receipts,
+            ended,
         })
     }
 }
@@ -198,10 +208,17 @@ impl Consumer {
         self.subscription_type
     }
 
+    /// Why the task is gone: closed as asked, or it panicked.
+    fn gone(&self) -> ConsumerError {
+        if self.ended.load(Ordering::Acquire) {
+            ConsumerError::Closed
+        } else {
+            ConsumerError::TaskFailed
+        }
+    }
+
     fn send(&self, command: task::Command) -> Result<(), ConsumerError> {
-        self.commands
-            .send(command)
-            .map_err(|_| ConsumerError::Closed)
+        self.commands.send(command).map_err(|_| self.gone())
     }
 
     async fn ask<T>(
@@ -210,7 +227,7 @@ impl Consumer {
     ) -> Result<T, ConsumerError> {
         let (reply, answer) = oneshot::channel();
         self.send(command(reply))?;
-        answer.await.unwrap_or(Err(ConsumerError::Closed))
+        answer.await.unwrap_or_else(|_| Err(self.gone()))
     }
 
     /// Polls for the next message; keeps its place in line across polls.
@@ -227,7 +244,7 @@ impl Consumer {
         };
         let result = ready!(Pin::new(pending).poll(cx));
         self.pending = None;
-        Poll::Ready(result.unwrap_or(Err(ConsumerError::Closed)))
+        Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
     /// Waits for the next message. Cancel-safe: a message that arrives for
@@ -238,7 +255,9 @@ impl Consumer {
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed;
-    /// [`ConsumerError::Lost`] if it lost its subscription for good.
+    /// [`ConsumerError::Lost`] if it lost its subscription for good;
+    /// [`ConsumerError::TaskFailed`] if its task panicked (the stream then
+    /// yields that error, never a clean end).
     pub async fn receive(&mut self) -> Result<Message, ConsumerError> {
         std::future::poll_fn(|cx| self.poll_receive(cx)).await
     }
@@ -255,7 +274,7 @@ impl Consumer {
                     return result.map(Some);
                 }
                 Err(oneshot::error::TryRecvError::Empty) => return Ok(None),
-                Err(oneshot::error::TryRecvError::Closed) => return Err(ConsumerError::Closed),
+                Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
         self.ask(task::Command::TryReceive).await
@@ -392,10 +411,7 @@ impl Consumer {
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed.
     pub async fn active_changed(&mut self) -> Result<bool, ConsumerError> {
-        self.activity
-            .changed()
-            .await
-            .map_err(|_| ConsumerError::Closed)?;
+        self.activity.changed().await.map_err(|_| self.gone())?;
         Ok(self.is_active().unwrap_or(false))
     }
 

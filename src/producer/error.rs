@@ -115,4 +115,9 @@ pub enum ProducerError {
     /// because every handle was dropped).
     #[error("producer closed")]
     Closed,
+    /// The producer's task stopped without being closed: it panicked (a
+    /// bug; the panic is in the log). The send's outcome is unknown; no
+    /// receipt will come.
+    #[error("the producer's task stopped unexpectedly (it panicked)")]
+    TaskFailed,
 }

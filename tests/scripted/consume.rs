@@ -17,6 +17,8 @@ use pulsar_wire::{Client, ConsumerError, MessageId};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "consume_huge.rs"]
+mod huge;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
 #[path = "consume_seek.rs"]

@@ -160,7 +160,13 @@ impl Driver {
         generation: u64,
         mut rx: mpsc::UnboundedReceiver<ConsumerEvent>,
     ) {
+        // A mailbox that ends without a word (the connection's task
+        // panicked) ends as a lost connection: the partition subscribes
+        // again instead of waiting forever. After a reconnect or a seek the
+        // generation has moved on and this is ignored.
+        let ended = ConsumerEvent::ConnectionLost(ConnectionError::Closed);
         let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+            .chain(futures::stream::once(std::future::ready(ended)))
             .map(move |event| (index, generation, event));
         self.events.push(Box::pin(stream));
     }
@@ -259,7 +265,7 @@ impl Driver {
         op: &'static str,
     ) -> Result<(), ConsumerError> {
         let after = self.settings.client.operation_timeout();
-        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
         loop {
             let waiting = (0..self.subs.len())
                 .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);

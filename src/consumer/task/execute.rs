@@ -72,7 +72,8 @@ impl Driver {
                         .filter(|_| kind == AckType::Individual && ack_set_is_none)
                     {
                         sub.grouped.extend(ids);
-                        sub.flush_at.get_or_insert_with(|| clock::now() + group);
+                        sub.flush_at
+                            .get_or_insert_with(|| clock::after(clock::now(), group));
                         Ok(())
                     } else {
                         conn.send_control(commands::ack(id, ids, kind, None)).await

@@ -139,9 +139,21 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
+    /// The task: its loop, then `ended` set, so a handle that finds the
+    /// task gone can tell a close (the flag set) from a panic (not set).
+    /// The handle's queue lives until the flag is set.
+    pub(crate) async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        ended: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        self.serve_until_stopped(&mut commands).await;
+        ended.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The task's loop; ends after Close or Unsubscribe, or when every
     /// handle is gone (then it closes the consumer).
-    pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+    async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
         // One timer for the task's life, moved only when the earliest
         // deadline changes: a fresh `Sleep` per loop turn registered and
         // removed a timer-wheel entry for every message.
