@@ -277,6 +277,10 @@ impl Driver {
                 message_id,
                 ..
             } => {
+                // A broker with deduplication on answers a sequence id it
+                // has seen with the position (-1, -1): nothing was stored.
+                let duplicate =
+                    message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
                 let id = message_id
                     .unwrap_or(MessageId::new(0, 0))
                     .with_partition(self.p.partition);
@@ -284,7 +288,15 @@ impl Driver {
                     Ok(resolved) => {
                         for (waiter, id) in resolved {
                             self.budget.release(1, waiter.bytes);
-                            let _ = waiter.reply.send(Ok(id));
+                            let answer = if duplicate {
+                                Err(ProducerError::Duplicate {
+                                    topic: self.p.topic.clone(),
+                                    sequence_id: sequence_id.0,
+                                })
+                            } else {
+                                Ok(id)
+                            };
+                            let _ = waiter.reply.send(answer);
                         }
                     }
                     Err(ReceiptError::Stale { got, .. }) => {

@@ -1,5 +1,6 @@
 //! Numbers at the edge of their type from the broker or the user: the
-//! producer saturates, never panics.
+//! producer saturates, never panics. And the broker's answer for a
+//! duplicate, position (-1, -1), is a distinct result, not an id.
 
 use std::time::Duration;
 
@@ -22,12 +23,7 @@ async fn a_batching_delay_of_duration_max_is_accepted() {
     let mut svc = net.listen(SERVICE);
     guard("huge batching delay", async {
         let create = async {
-            let client = Client::builder()
-                .service_url(format!("pulsar://{SERVICE}"))
-                .connector(net.clone())
-                .build()
-                .await
-                .expect("client");
+            let client = super::super::consume::scripted_client(&net).await;
             client
                 .producer("orders")
                 .batching_max_delay(Duration::MAX)
@@ -59,6 +55,35 @@ async fn a_batching_delay_of_duration_max_is_accepted() {
         });
         flushed.expect("flushed");
         receipt.await.expect("stored");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_the_broker_drops_as_a_duplicate_is_told_apart() {
+    guard("duplicate", async {
+        let (producer, mut broker) = producer(None, -1).await;
+        let first = producer.send("a").await.expect("queued");
+        let again = producer.send("a").await.expect("queued");
+        let (id, seq) = send_of(&broker.expect(Type::Send).await);
+        broker.send(answer::receipt(id, seq)).await;
+        let (_, seq) = send_of(&broker.expect(Type::Send).await);
+        // Deduplication on: the broker has seen it, stores nothing, and
+        // answers with the position (-1, -1).
+        let mut dropped = answer::receipt(id, seq);
+        if let Some(receipt) = dropped.send_receipt.as_mut() {
+            receipt.message_id = Some(proto::MessageIdData {
+                ledger_id: u64::MAX,
+                entry_id: u64::MAX,
+                ..proto::MessageIdData::default()
+            });
+        }
+        broker.send(dropped).await;
+        assert_eq!(first.await.expect("stored").entry_id, seq - 1);
+        match again.await {
+            Err(ProducerError::Duplicate { sequence_id, .. }) => assert_eq!(sequence_id, seq),
+            other => panic!("expected a duplicate, got {other:?}"),
+        }
     })
     .await;
 }

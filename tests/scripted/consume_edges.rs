@@ -59,33 +59,9 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
 #[tokio::test(start_paused = true)]
 async fn a_mailbox_that_ends_without_a_word_is_a_lost_connection() {
     let net = FakeNetwork::new();
-    let mut svc = net.listen(SERVICE);
     guard("mailbox gone", async {
-        init_tracing();
-        let connect = async {
-            let client = Client::builder()
-                .service_url(format!("pulsar://{SERVICE}"))
-                .connector(net.clone())
-                .build()
-                .await
-                .expect("client");
-            let consumer = client
-                .consumer(TOPIC, "sub")
-                .subscription_type(SubscriptionType::Shared)
-                .subscribe()
-                .await;
-            (client, consumer)
-        };
-        let script = async {
-            let mut broker = svc.accept().await;
-            broker.handshake().await;
-            let meta = broker.expect(Type::PartitionedMetadata).await;
-            broker.send(answer::partitions(request_id(&meta), 0)).await;
-            let id = attach(&mut broker).await;
-            (broker, id)
-        };
-        let ((client, consumer), (mut broker, id)) = tokio::join!(connect, script);
-        let mut consumer = consumer.expect("subscribe");
+        let (client, mut consumer, mut broker, id) =
+            subscribed_client(&net, |b| b.subscription_type(SubscriptionType::Shared)).await;
         // What a panic of the connection's task leaves behind: the
         // consumer's mailbox dropped, no word of a lost connection.
         let topic: pulsar_wire::TopicName = TOPIC.parse().expect("topic");
