@@ -88,25 +88,18 @@ impl Position {
         self.start.is_none_or(|start| start.admits(id))
     }
 
-    /// Drops from `unpacked` the messages not admitted: a batch's members
-    /// join its skipped ones (they count as acked); returns how many plain
-    /// messages were dropped (their permits go back).
-    pub(crate) fn retain(&self, unpacked: &mut Unpacked) -> u32 {
-        let mut dropped = 0;
+    /// Drops from `unpacked` the messages not admitted; a batch's members
+    /// join its skipped ones (they count as acked).
+    pub(crate) fn retain(&self, unpacked: &mut Unpacked) {
         let skipped = &mut unpacked.skipped;
         unpacked.messages.retain(|m| {
             let id = m.id();
             let admitted = self.admits(id);
-            if !admitted {
-                if id.is_batch_member() {
-                    skipped.push(id.batch_index);
-                } else {
-                    dropped += 1;
-                }
+            if !admitted && id.is_batch_member() {
+                skipped.push(id.batch_index);
             }
             admitted
         });
-        dropped
     }
 
     /// The application took `id` (of a batch of `batch_size`, if batched).

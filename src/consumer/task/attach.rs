@@ -115,6 +115,7 @@ impl Driver {
                         !core.config().track_messages,
                     ),
                     core,
+                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     lost: false,
@@ -181,6 +182,7 @@ impl Driver {
         let durable = self.settings.options.durable;
         sub.position.on_reconnect(sub.core.first_queued(), durable);
         sub.core.on_reconnect();
+        sub.chunks.restart();
         sub.generation += 1;
         if !sub.conn.is_closed() {
             // TOPIC_MIGRATED leaves the registration in place.

@@ -7,6 +7,7 @@
 //! cores' actions and the handle's requests into commands on the wire.
 
 mod attach;
+mod chunked;
 mod execute;
 mod forward;
 mod resubscribe;
@@ -24,6 +25,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, trace, warn};
 
+use super::chunks::{self, ChunkAssembler, ChunkLimits};
 use super::consumer_error::ConsumerError;
 use super::message::Message;
 use super::position::Position;
@@ -93,6 +95,9 @@ struct Sub {
     /// Where its messages start (a reader's start, a seek), and the last
     /// one handed out (where a non-durable subscription resumes).
     position: Position,
+    /// Chunks of messages being assembled, and the chunk ids of those
+    /// handed out.
+    chunks: ChunkAssembler,
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
@@ -111,6 +116,10 @@ pub(crate) struct Settings {
     pub(crate) ack_receipts: bool,
     /// Group individual acks into one ACK frame per this interval.
     pub(crate) ack_group_time: Option<Duration>,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: super::CryptoFailureAction,
+    /// Bounds on the chunked messages being assembled.
+    pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
 }
@@ -164,7 +173,7 @@ impl Driver {
             let deadline = self
                 .subs
                 .iter()
-                .flat_map(|s| [s.core.next_deadline(), s.flush_at])
+                .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
                 .flatten()
                 .min();
             if deadline != armed {
@@ -213,6 +222,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
+                        self.expire_chunks(index, now).await;
                         self.run_actions(index, None).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;
@@ -231,7 +241,7 @@ impl Driver {
             Command::TryReceive(reply) => {
                 let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
-                    (message, _) => Ok(message),
+                    (message, _) => message.transpose(),
                 };
                 let _ = reply.send(answer);
             }
@@ -352,7 +362,7 @@ impl Driver {
             };
             match self.pop(at).await {
                 Some(message) => {
-                    let _ = reply.send(Ok(message));
+                    let _ = reply.send(message);
                 }
                 None => {
                     self.waiting.push_front(reply);
@@ -381,8 +391,10 @@ impl Driver {
         })
     }
 
-    /// The next queued message, partitions taken in turn.
-    async fn pop(&mut self, now: std::time::Instant) -> Option<Message> {
+    /// The next queued message, partitions taken in turn; in place of one
+    /// the application must not get, the error naming it (the core holds
+    /// it as handed out: unacked, under the ack timeout).
+    async fn pop(&mut self, now: std::time::Instant) -> Option<Result<Message, ConsumerError>> {
         let n = self.subs.len();
         for k in 0..n {
             let index = (self.next_sub + k) % n;
@@ -392,7 +404,18 @@ impl Driver {
                     .handed_out(incoming.id, incoming.batch_size);
                 self.next_sub = (index + 1) % n;
                 self.run_actions(index, None).await;
-                return Some(incoming.message);
+                let message = incoming.message;
+                return Some(match message.unreadable() {
+                    None => Ok(message),
+                    Some(reason) => {
+                        warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
+                        Err(ConsumerError::Unreadable {
+                            topic: message.topic().to_owned(),
+                            id: message.id(),
+                            reason,
+                        })
+                    }
+                });
             }
         }
         None
@@ -414,7 +437,16 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                let Some((message_id, payload)) = self
+                    .assemble(index, message_id, consumer_epoch, payload)
+                    .await
+                else {
+                    return; // a chunk of a message still incomplete
+                };
+                let sub = &mut self.subs[index];
+                // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+                let max_size = chunks::decompress_limit(sub.conn.max_message_size(), &payload);
                 let delivery = Delivery {
                     topic: &sub.name,
                     partition: sub.partition,
@@ -422,11 +454,15 @@ impl Driver {
                     redelivery_count,
                     ack_set: &ack_set,
                     payload,
-                    max_size: sub.conn.max_message_size(),
+                    max_size,
+                    crypto: self.settings.crypto_failure_action,
                 };
                 let lost_permits = match receive::unpack(delivery) {
                     Ok(mut unpacked) => {
-                        let dropped = sub.position.retain(&mut unpacked);
+                        sub.position.retain(&mut unpacked);
+                        // Members skipped (acked, or before the start), or
+                        // a batch kept whole (undecoded).
+                        let lost = permits.saturating_sub(unpacked.messages.len() as u32);
                         for message in unpacked.messages {
                             let incoming = Incoming {
                                 id: message.0.id,
@@ -443,7 +479,7 @@ impl Driver {
                             sub.core
                                 .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
-                        unpacked.skipped.len() as u32 + dropped
+                        lost
                     }
                     Err(e) => {
                         // Never handed out: reported to the broker (see receive.rs).
