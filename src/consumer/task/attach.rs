@@ -114,8 +114,12 @@ impl Driver {
                         driver.settings.options.start_inclusive,
                         !core.config().track_messages,
                     ),
+                    chunks: if core.config().track_messages {
+                        ChunkAssembler::new(driver.settings.chunks)
+                    } else {
+                        ChunkAssembler::forgetting(driver.settings.chunks)
+                    },
                     core,
-                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     lost: false,
