@@ -93,7 +93,7 @@ impl Core {
         let keepalive = self.keepalive.next_deadline();
         let write = self
             .stalled_since
-            .map(|since| since + self.options.operation_timeout);
+            .map(|since| clock::after(since, self.options.operation_timeout));
         [self.router.next_deadline(), write]
             .into_iter()
             .flatten()
@@ -212,7 +212,10 @@ async fn credentials(slot: &mut Option<PendingAuth>) -> Result<AuthPayload, Auth
 pub(crate) fn handle_tick(core: &mut Core, now: Instant) -> Result<(), ConnectionError> {
     core.router.expire(now);
     let after = core.options.operation_timeout;
-    if core.stalled_since.is_some_and(|since| now >= since + after) {
+    if core
+        .stalled_since
+        .is_some_and(|since| now >= clock::after(since, after))
+    {
         return Err(ConnectionError::WriteStalled { after });
     }
     match core.keepalive.on_tick(now) {

@@ -8,6 +8,7 @@ mod access_modes;
 mod auth;
 mod client;
 mod consume;
+mod deduplication;
 mod produce;
 mod raw_reader;
 mod resilience;
