@@ -15,15 +15,22 @@ use crate::raw_reader::read;
 
 const NO_ACCESS_MODES: &str = "pulsar-lite has no producer access modes";
 
-/// A client whose operation timeout is short, so waiting past it shows.
-async fn client(broker: &TestBroker) -> Client {
+/// The operation timeout of the client that waits for exclusive access:
+/// short, so waiting past it shows.
+const SHORT: Duration = Duration::from_secs(2);
+
+/// A client with the default operation timeout (a busy broker may take
+/// seconds to create a topic), or with `timeout`.
+async fn client(broker: &TestBroker, timeout: Option<Duration>) -> Client {
     init_tracing();
-    Client::builder()
-        .service_url(broker.service_url())
-        .operation_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .expect("client")
+    let builder = Client::builder().service_url(broker.service_url());
+    match timeout {
+        Some(timeout) => builder.operation_timeout(timeout),
+        None => builder,
+    }
+    .build()
+    .await
+    .expect("client")
 }
 
 async fn producer(
@@ -45,15 +52,16 @@ async fn wait_for_exclusive_gets_the_topic_when_the_exclusive_producer_closes() 
     }
     let broker = TestBroker::start().await;
     guard("wait for exclusive", async {
-        let client = client(&broker).await;
+        let client = client(&broker, None).await;
+        let short = self::client(&broker, Some(SHORT)).await;
         let topic = unique_topic("wait-exclusive");
         let first = producer(&client, &topic, AccessMode::Exclusive)
             .await
             .expect("exclusive");
-        let mut waiting = Box::pin(producer(&client, &topic, AccessMode::WaitForExclusive));
-        // Three operation timeouts later it still waits (it neither timed
-        // out nor was granted while the first producer holds the topic).
-        let early = tokio::time::timeout(Duration::from_secs(3), &mut waiting).await;
+        let mut waiting = Box::pin(producer(&short, &topic, AccessMode::WaitForExclusive));
+        // Past two operation timeouts it still waits (it neither timed out
+        // nor was granted while the first producer holds the topic).
+        let early = tokio::time::timeout(SHORT * 5 / 2, &mut waiting).await;
         assert!(
             early.is_err(),
             "finished while the topic was held: {early:?}"
@@ -80,13 +88,14 @@ async fn a_dropped_waiting_create_leaves_no_waiter_on_the_broker() {
     }
     let broker = TestBroker::start().await;
     guard("dropped waiter", async {
-        let client = client(&broker).await;
+        let client = client(&broker, None).await;
+        let short = self::client(&broker, Some(SHORT)).await;
         let topic = unique_topic("dropped-waiter");
         let first = producer(&client, &topic, AccessMode::Exclusive)
             .await
             .expect("exclusive");
-        let waiting = producer(&client, &topic, AccessMode::WaitForExclusive);
-        let gave_up = tokio::time::timeout(Duration::from_secs(3), waiting).await;
+        let waiting = producer(&short, &topic, AccessMode::WaitForExclusive);
+        let gave_up = tokio::time::timeout(SHORT * 5 / 2, waiting).await;
         assert!(
             gave_up.is_err(),
             "finished while the topic was held: {gave_up:?}"
@@ -108,7 +117,7 @@ async fn exclusive_with_fencing_takes_the_topic_from_the_exclusive_producer() {
     }
     let broker = TestBroker::start().await;
     guard("fencing", async {
-        let client = client(&broker).await;
+        let client = client(&broker, None).await;
         let topic = unique_topic("fencing");
         let old = producer(&client, &topic, AccessMode::Exclusive)
             .await
