@@ -118,6 +118,14 @@ pub enum ClientError {
     Closed,
 }
 
+impl ClientError {
+    /// Whether this is an authentication or authorization failure, and
+    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        crate::auth::failure_in(self)
+    }
+}
+
 /// What is wrong with a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

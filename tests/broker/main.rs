@@ -11,6 +11,7 @@ mod produce;
 mod raw_reader;
 mod resilience;
 mod resources;
+mod secured;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;

@@ -7,6 +7,8 @@ pub mod admin;
 pub mod broker;
 pub mod fake_broker;
 pub mod fault_proxy;
+pub mod jwt;
+pub mod secured;
 #[cfg(feature = "tls")]
 pub mod tls;
 
