@@ -139,8 +139,9 @@ pub enum UrlProblem {
     /// The port is not a number in 1..=65535.
     #[error("the port is not a number between 1 and 65535")]
     InvalidPort,
-    /// Several comma-separated hosts (not supported yet).
-    #[error("several hosts are not supported yet; give one")]
+    /// Several comma-separated hosts where one broker address is expected
+    /// (a service URL may name several; a broker URL names one).
+    #[error("several hosts where one broker address is expected")]
     MultipleHosts,
     /// A path after the host and port.
     #[error("unexpected path after host:port")]

@@ -12,6 +12,7 @@ mod raw_reader;
 mod resilience;
 mod resources;
 mod secured;
+mod service_url;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;

@@ -17,4 +17,5 @@ mod hostile;
 mod hostile_entries;
 mod lookup;
 mod produce;
+mod service_hosts;
 mod unreadable;
