@@ -43,9 +43,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Whether this is an authentication or authorization failure, and
-    /// which: an expired token ([`AuthFailure::Expired`]), credentials the
-    /// broker does not accept ([`AuthFailure::Rejected`]), or a role without
-    /// permission for the topic ([`AuthFailure::Unauthorized`]). Found at
+    /// which: an expired token ([`AuthFailure::Expired`](crate::auth::AuthFailure::Expired)), credentials the
+    /// broker does not accept ([`AuthFailure::Rejected`](crate::auth::AuthFailure::Rejected)), or a role without
+    /// permission for the topic ([`AuthFailure::Unauthorized`](crate::auth::AuthFailure::Unauthorized)). Found at
     /// whatever layer the broker's refusal arrived (CONNECT, LOOKUP,
     /// PRODUCER, SUBSCRIBE, …); `None` for every other error.
     ///

@@ -21,8 +21,12 @@ use futures::future::BoxFuture;
 use crate::wire::commands::AuthPayload;
 
 pub(crate) mod jwt;
+#[cfg(feature = "oauth2")]
+mod oauth2;
 mod token;
 
+#[cfg(feature = "oauth2")]
+pub use oauth2::{OAuth2ClientCredentials, OAuth2Error};
 pub use token::TokenAuthentication;
 
 /// A way of authenticating to Pulsar: a method name and fresh credentials.
@@ -85,6 +89,10 @@ pub enum AuthError {
         /// Where it came from: `"the given string"`, a file or a variable.
         source_name: String,
     },
+    /// No OAuth2 access token could be had.
+    #[cfg(feature = "oauth2")]
+    #[error(transparent)]
+    OAuth2(Box<OAuth2Error>),
     /// A custom [`Authentication`] failed.
     #[error("{method} authentication failed: {source}")]
     Provider {
@@ -127,6 +135,13 @@ pub enum AuthFailure {
     /// (look up, produce to or consume from the topic): a permission must
     /// be granted to the role.
     Unauthorized,
+}
+
+#[cfg(feature = "oauth2")]
+impl From<OAuth2Error> for AuthError {
+    fn from(e: OAuth2Error) -> Self {
+        Self::OAuth2(Box::new(e))
+    }
 }
 
 impl fmt::Display for AuthFailure {

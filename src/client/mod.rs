@@ -12,7 +12,7 @@ mod lookup;
 mod pool;
 mod service;
 #[cfg(feature = "tls")]
-mod tls;
+pub(crate) mod tls;
 mod topic;
 
 use std::sync::Arc;

@@ -276,3 +276,65 @@ async fn a_challenge_answered_with_the_expired_token_loses_the_connection() {
     })
     .await;
 }
+
+/// An issuer on loopback TCP that signs with the broker's key, and client
+/// credentials for it (role `app`).
+#[cfg(feature = "oauth2")]
+async fn oauth2(
+    broker: &SecuredBroker,
+    lifetime_secs: u64,
+) -> (
+    crate::common::oauth2_issuer::Issuer,
+    pulsar_wire::auth::OAuth2ClientCredentials,
+) {
+    let issuer = crate::common::oauth2_issuer::Issuer::new(broker.key(), lifetime_secs);
+    issuer
+        .client("app-client", "app-secret", APP_ROLE)
+        .require_audience("urn:pulsar:secured");
+    let url = issuer.serve_tcp().await;
+    let auth = pulsar_wire::auth::OAuth2ClientCredentials::new(url, "app-client", "app-secret")
+        .audience("urn:pulsar:secured");
+    (issuer, auth)
+}
+
+#[cfg(feature = "oauth2")]
+#[tokio::test]
+async fn oauth2_client_credentials_produce_and_consume() {
+    let Some(broker) = SecuredBroker::get() else {
+        return;
+    };
+    let (issuer, auth) = oauth2(&broker, 3600).await;
+    guard("oauth2", async {
+        let client = client_with(&broker, auth).await.expect("client");
+        let (producer, mut consumer) = pair(&client, &broker.topic("oauth2")).await;
+        round_trip(&producer, &mut consumer, "with an OAuth2 token").await;
+        client.close().await;
+    })
+    .await;
+    assert_eq!(issuer.requests(), (1, 1), "one discovery, one token");
+}
+
+#[cfg(feature = "oauth2")]
+#[tokio::test]
+async fn an_oauth2_token_is_refreshed_when_the_broker_challenges() {
+    let Some(broker) = SecuredBroker::get() else {
+        return;
+    };
+    // A 3 s token: the broker challenges once it has expired, and by then
+    // 90% of its lifetime has passed, so the answer is a fresh token.
+    let (issuer, auth) = oauth2(&broker, 3).await;
+    guard("oauth2 refresh", async {
+        let client = client_with(&broker, auth).await.expect("client");
+        let topic = broker.topic("oauth2-refresh");
+        let (producer, mut consumer) = pair(&client, &topic).await;
+        let conn = connection(&client, &topic).await;
+        round_trip(&producer, &mut consumer, "first token").await;
+        // The broker's challenge makes the client fetch a second token.
+        issuer.token_requests_reach(2).await;
+        round_trip(&producer, &mut consumer, "second token").await;
+        let again = connection(&client, &topic).await;
+        assert_eq!(again.id(), conn.id(), "the same connection throughout");
+        client.close().await;
+    })
+    .await;
+}

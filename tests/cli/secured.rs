@@ -141,3 +141,77 @@ async fn flags_win_over_the_client_conf() {
     let args = ["--conf", conf, "--auth-token", &token];
     assert_round_trip(produce_then_consume(&broker, &args, &[]).await);
 }
+
+/// An issuer on loopback TCP signing with the broker's key for role `app`,
+/// and a key file for its client.
+async fn issuer(
+    broker: &SecuredBroker,
+    dir: &TempDir,
+) -> (crate::common::oauth2_issuer::Issuer, String, String) {
+    let issuer = crate::common::oauth2_issuer::Issuer::new(broker.key(), 3600);
+    issuer
+        .client("cli-client", "cli-secret", APP_ROLE)
+        .require_audience("urn:pulsar:cli");
+    let url = issuer.serve_tcp().await;
+    let key = dir.file(
+        "key.json",
+        r#"{"type":"client_credentials","client_id":"cli-client","client_secret":"cli-secret"}"#,
+    );
+    (issuer, url, key.to_str().expect("utf-8 path").to_owned())
+}
+
+#[tokio::test]
+async fn oauth2_flags() {
+    let Some(broker) = SecuredBroker::get() else {
+        return;
+    };
+    let dir = TempDir::new("cli-oauth2");
+    let (issuer, url, key) = issuer(&broker, &dir).await;
+    let args = [
+        "--url",
+        &broker.service_url,
+        "--oauth2-issuer-url",
+        &url,
+        "--oauth2-credentials-file",
+        &key,
+        "--oauth2-audience",
+        "urn:pulsar:cli",
+        "--oauth2-scope",
+        "pulsar",
+    ];
+    assert_round_trip(produce_then_consume(&broker, &args, &[]).await);
+    assert_eq!(issuer.requests(), (2, 2), "each run: discovery and a token");
+    assert_eq!(issuer.last_form("scope").as_deref(), Some("pulsar"));
+}
+
+#[tokio::test]
+async fn oauth2_client_conf_and_a_flag_over_it() {
+    let Some(broker) = SecuredBroker::get() else {
+        return;
+    };
+    let dir = TempDir::new("cli-oauth2-conf");
+    let (issuer, url, key) = issuer(&broker, &dir).await;
+    let conf = format!(
+        "brokerServiceUrl={}\n\
+         authPlugin=org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2\n\
+         authParams={{\"type\":\"client_credentials\",\"issuerUrl\":\"{url}\",\
+         \"privateKey\":\"file://{key}\",\"audience\":\"urn:pulsar:wrong\"}}\n",
+        broker.service_url
+    );
+    let conf = dir.file("client.conf", conf);
+    let conf = conf.to_str().expect("utf-8 path");
+
+    // The file's audience is refused by the issuer, with its error code.
+    let (produce, _) = produce_then_consume(&broker, &["--conf", conf], &[]).await;
+    assert_eq!(produce.code, Some(1), "{produce:#?}");
+    assert!(produce.stderr.contains("invalid_request"), "{produce:#?}");
+    assert!(!produce.stderr.contains("cli-secret"), "{produce:#?}");
+
+    // The audience flag refines the file's OAuth2 settings.
+    let args = ["--conf", conf, "--oauth2-audience", "urn:pulsar:cli"];
+    assert_round_trip(produce_then_consume(&broker, &args, &[]).await);
+    assert_eq!(
+        issuer.last_form("audience").as_deref(),
+        Some("urn:pulsar:cli")
+    );
+}

@@ -18,10 +18,18 @@ pub fn unix_now() -> u64 {
 
 /// A token for `role`, valid until `exp` (Unix seconds) or for ever.
 pub fn mint(key: &[u8], role: &str, exp: Option<u64>) -> String {
-    let claims = match exp {
-        Some(exp) => serde_json::json!({ "sub": role, "exp": exp }),
-        None => serde_json::json!({ "sub": role }),
-    };
+    mint_with(key, role, exp, &[])
+}
+
+/// Like [`mint`], with more string claims.
+pub fn mint_with(key: &[u8], role: &str, exp: Option<u64>, extra: &[(&str, String)]) -> String {
+    let mut claims = serde_json::json!({ "sub": role });
+    if let Some(exp) = exp {
+        claims["exp"] = exp.into();
+    }
+    for (name, value) in extra {
+        claims[*name] = value.clone().into();
+    }
     let signing_input = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#),

@@ -8,6 +8,8 @@ pub mod broker;
 pub mod fake_broker;
 pub mod fault_proxy;
 pub mod jwt;
+#[cfg(feature = "oauth2")]
+pub mod oauth2_issuer;
 pub mod secured;
 #[cfg(feature = "tls")]
 pub mod tls;

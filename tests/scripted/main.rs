@@ -16,6 +16,8 @@ mod handshake;
 mod hostile;
 mod hostile_entries;
 mod lookup;
+#[cfg(feature = "oauth2")]
+mod oauth2;
 mod produce;
 mod service_hosts;
 mod unreadable;

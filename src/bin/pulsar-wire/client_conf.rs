@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::settings::{Auth, Settings, SettingsError};
+use base64::Engine as _;
+
+use crate::settings::{Auth, OAuth2, OAuth2Key, Settings, SettingsError};
 
 /// The settings a `client.conf` holds.
 pub(crate) fn parse(text: &str) -> Result<Settings, SettingsError> {
@@ -31,6 +33,7 @@ pub(crate) fn parse(text: &str) -> Result<Settings, SettingsError> {
         let params = get("authParams").unwrap_or("");
         match plugin_kind(plugin)? {
             PluginKind::Token => settings.auth = Some(token_params(params)?),
+            PluginKind::OAuth2 => settings.auth = Some(Auth::OAuth2(oauth2_params(params)?)),
             PluginKind::Tls => {
                 let (cert, key) = tls_params(params)?;
                 settings.tls_cert = Some(cert);
@@ -44,6 +47,7 @@ pub(crate) fn parse(text: &str) -> Result<Settings, SettingsError> {
 enum PluginKind {
     Token,
     Tls,
+    OAuth2,
 }
 
 /// The authentication plugin named by its Java class (or its short name).
@@ -52,6 +56,7 @@ fn plugin_kind(plugin: &str) -> Result<PluginKind, SettingsError> {
     match plugin.strip_prefix(AUTH).unwrap_or(plugin) {
         "AuthenticationToken" | "token" => Ok(PluginKind::Token),
         "AuthenticationTls" | "tls" => Ok(PluginKind::Tls),
+        "oauth2.AuthenticationOAuth2" | "oauth2" => Ok(PluginKind::OAuth2),
         _ => Err(SettingsError::UnknownAuthPlugin {
             plugin: plugin.to_owned(),
         }),
@@ -78,6 +83,57 @@ fn token_params(params: &str) -> Result<Auth, SettingsError> {
     match params.trim() {
         "" => Err(bad_params("token", "is empty")),
         token => Ok(Auth::Token(token.to_owned())),
+    }
+}
+
+/// `authParams` of the OAuth2 plugin, JSON as the Java client reads it:
+/// `{"type": "client_credentials", "issuerUrl": ..., "privateKey":
+/// "file:///key.json" | "data:application/json;base64,...", "audience": ...,
+/// "scope": ...}`.
+fn oauth2_params(params: &str) -> Result<OAuth2, SettingsError> {
+    let json: HashMap<String, serde_json::Value> =
+        serde_json::from_str(params).map_err(|_| bad_params("oauth2", "is not a JSON object"))?;
+    let text = |key: &str| {
+        json.get(key)
+            .and_then(|v| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    if text("type").is_some_and(|t| t != "client_credentials") {
+        return Err(bad_params(
+            "oauth2",
+            "has a type other than client_credentials",
+        ));
+    }
+    let key = match text("privateKey") {
+        Some(data) if data.starts_with("data:") => Some(inline_key(data)?),
+        Some(file) => Some(OAuth2Key::File(file_url_path(file))),
+        None => None,
+    };
+    Ok(OAuth2 {
+        issuer_url: text("issuerUrl").map(str::to_owned),
+        key,
+        audience: text("audience").map(str::to_owned),
+        scope: text("scope").map(str::to_owned),
+    })
+}
+
+/// A key file inline: `data:application/json;base64,<key file>`.
+fn inline_key(url: &str) -> Result<OAuth2Key, SettingsError> {
+    let bad = || {
+        bad_params(
+            "oauth2",
+            "has a privateKey data: URL that is not a base64 key file",
+        )
+    };
+    let (_, encoded) = url.split_once(";base64,").ok_or_else(bad)?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| bad())?;
+    let json: serde_json::Value = serde_json::from_slice(&decoded).map_err(|_| bad())?;
+    let field = |k: &str| json.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    match (field("client_id"), field("client_secret")) {
+        (Some(client_id), Some(secret)) => Ok(OAuth2Key::Inline { client_id, secret }),
+        _ => Err(bad()),
     }
 }
 
@@ -313,6 +369,54 @@ useKeyStoreTls=false
         ));
         let shown = err("authPlugin=token\nauthParams={\"secret\":\"s3cr3t\"}").to_string();
         assert!(!shown.contains("s3cr3t"), "{shown}");
+    }
+
+    #[test]
+    fn oauth2_params_as_the_java_client_reads_them() {
+        let conf = "authPlugin=org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2\n\
+            authParams={\"type\":\"client_credentials\",\"issuerUrl\":\"https://auth.example.com/\",\
+            \"privateKey\":\"file:///etc/pulsar/key.json\",\"audience\":\"urn:aud\",\"scope\":\"s\"}";
+        let Some(Auth::OAuth2(o)) = parse(conf).expect("parse").auth else {
+            panic!("not OAuth2");
+        };
+        assert_eq!(o.issuer_url.as_deref(), Some("https://auth.example.com/"));
+        assert_eq!(o.key, Some(OAuth2Key::File("/etc/pulsar/key.json".into())));
+        assert_eq!(
+            (o.audience.as_deref(), o.scope.as_deref()),
+            (Some("urn:aud"), Some("s"))
+        );
+
+        // {"client_id":"id","client_secret":"s3cr3t"}
+        let inline = "authPlugin=oauth2\nauthParams={\"issuerUrl\":\"https://i\",\"privateKey\":\
+            \"data:application/json;base64,eyJjbGllbnRfaWQiOiJpZCIsImNsaWVudF9zZWNyZXQiOiJzM2NyM3QifQ==\"}";
+        let Some(Auth::OAuth2(o)) = parse(inline).expect("parse").auth else {
+            panic!("not OAuth2");
+        };
+        assert_eq!(
+            o.key,
+            Some(OAuth2Key::Inline {
+                client_id: "id".into(),
+                secret: "s3cr3t".into()
+            })
+        );
+        assert!(!format!("{:?}", Auth::OAuth2(o)).contains("s3cr3t"));
+
+        for bad in [
+            "authPlugin=oauth2\nauthParams=issuerUrl:x",
+            "authPlugin=oauth2\nauthParams={\"type\":\"jwt_bearer\"}",
+            "authPlugin=oauth2\nauthParams={\"privateKey\":\"data:application/json;base64,!!\"}",
+        ] {
+            assert!(
+                matches!(
+                    parse(bad),
+                    Err(SettingsError::BadAuthParams {
+                        plugin: "oauth2",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -124,7 +124,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         (None, url) => url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned()),
     };
     let client = settings
-        .apply(Client::builder())
+        .apply(Client::builder())?
         .service_url(url)
         .connection_timeout(Duration::from_millis(cli.connect_timeout_ms))
         .operation_timeout(Duration::from_millis(cli.operation_timeout_ms))

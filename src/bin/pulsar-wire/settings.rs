@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use pulsar_wire::ClientBuilder;
-use pulsar_wire::auth::TokenAuthentication;
+use pulsar_wire::auth::{OAuth2ClientCredentials, TokenAuthentication};
 
 use crate::client_conf;
 
@@ -23,18 +23,16 @@ pub(crate) struct SecurityArgs {
 
     /// Authenticate with this token (method `token`). Visible to other
     /// users in the process list: prefer --auth-token-file.
-    #[arg(
-        long,
-        global = true,
-        value_name = "TOKEN",
-        conflicts_with = "auth_token_file"
-    )]
+    #[arg(long, global = true, value_name = "TOKEN", conflicts_with_all = ["auth_token_file", "oauth2_issuer_url", "oauth2_credentials_file"])]
     auth_token: Option<String>,
 
     /// Authenticate with the token in this file, read again for every
     /// connection and every refresh the broker asks for.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", conflicts_with_all = ["oauth2_issuer_url", "oauth2_credentials_file"])]
     auth_token_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    oauth2: OAuth2Args,
 
     /// Trust the CA certificates in this PEM file for pulsar+ssl://
     /// (default: the system's roots).
@@ -55,6 +53,27 @@ pub(crate) struct SecurityArgs {
     tls_allow_insecure: bool,
 }
 
+/// OAuth2 client-credentials flags (the Java client's `AuthenticationOAuth2`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct OAuth2Args {
+    /// Authenticate with OAuth2 client credentials from this issuer
+    /// (its token endpoint found through /.well-known/openid-configuration).
+    #[arg(long, global = true, value_name = "URL")]
+    oauth2_issuer_url: Option<String>,
+
+    /// The OAuth2 key file: JSON with client_id and client_secret.
+    #[arg(long, global = true, value_name = "FILE")]
+    oauth2_credentials_file: Option<PathBuf>,
+
+    /// The OAuth2 audience (the cluster's, as the issuer knows it).
+    #[arg(long, global = true, value_name = "AUDIENCE")]
+    oauth2_audience: Option<String>,
+
+    /// The OAuth2 scope.
+    #[arg(long, global = true, value_name = "SCOPE")]
+    oauth2_scope: Option<String>,
+}
+
 /// Where the client's credentials come from.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Auth {
@@ -62,6 +81,38 @@ pub(crate) enum Auth {
     Token(String),
     /// A token file, re-read for every request.
     TokenFile(PathBuf),
+    /// OAuth2 client credentials.
+    OAuth2(OAuth2),
+}
+
+/// OAuth2 settings; complete once the issuer and the client's key are known.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct OAuth2 {
+    pub(crate) issuer_url: Option<String>,
+    pub(crate) key: Option<OAuth2Key>,
+    pub(crate) audience: Option<String>,
+    pub(crate) scope: Option<String>,
+}
+
+/// The OAuth2 client id and secret: a key file, or given inline (a
+/// client.conf's `data:` URL).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum OAuth2Key {
+    File(PathBuf),
+    Inline { client_id: String, secret: String },
+}
+
+impl fmt::Debug for OAuth2Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Inline { client_id, .. } => f
+                .debug_struct("Inline")
+                .field("client_id", client_id)
+                .field("secret", &"<redacted>")
+                .finish(),
+        }
+    }
 }
 
 impl fmt::Debug for Auth {
@@ -69,6 +120,13 @@ impl fmt::Debug for Auth {
         match self {
             Self::Token(_) => f.write_str("Token(<redacted>)"),
             Self::TokenFile(path) => f.debug_tuple("TokenFile").field(path).finish(),
+            Self::OAuth2(o) => f
+                .debug_struct("OAuth2")
+                .field("issuer_url", &o.issuer_url)
+                .field("key", &o.key)
+                .field("audience", &o.audience)
+                .field("scope", &o.scope)
+                .finish(),
         }
     }
 }
@@ -97,7 +155,7 @@ pub(crate) enum SettingsError {
     /// An authPlugin this command does not support.
     #[error(
         "client configuration: authPlugin {plugin:?} is not supported \
-         (supported: org.apache.pulsar.client.impl.auth.AuthenticationToken, AuthenticationTls)"
+         (supported: org.apache.pulsar.client.impl.auth.AuthenticationToken, AuthenticationTls, oauth2.AuthenticationOAuth2)"
     )]
     UnknownAuthPlugin { plugin: String },
     /// authParams that do not fit the plugin.
@@ -134,9 +192,20 @@ impl SecurityArgs {
             Some(path) => read_conf(&path, given_by)?,
             None => Settings::default(),
         };
+        let o = self.oauth2;
+        let oauth2_given = o.oauth2_issuer_url.is_some()
+            || o.oauth2_credentials_file.is_some()
+            || o.oauth2_audience.is_some()
+            || o.oauth2_scope.is_some();
         let auth = match (self.auth_token, self.auth_token_file) {
             (Some(token), _) => Some(Auth::Token(token)),
             (None, Some(path)) => Some(Auth::TokenFile(path)),
+            (None, None) if oauth2_given => Some(Auth::OAuth2(OAuth2 {
+                issuer_url: o.oauth2_issuer_url,
+                key: o.oauth2_credentials_file.map(OAuth2Key::File),
+                audience: o.oauth2_audience,
+                scope: o.oauth2_scope,
+            })),
             (None, None) => None,
         };
         let flags = Settings {
@@ -169,9 +238,19 @@ impl Settings {
             true => (winner.tls_cert, winner.tls_key),
             false => (self.tls_cert, self.tls_key),
         };
+        // OAuth2 flags refine the file's OAuth2 settings field by field.
+        let auth = match (winner.auth, self.auth) {
+            (Some(Auth::OAuth2(flags)), Some(Auth::OAuth2(file))) => Some(Auth::OAuth2(OAuth2 {
+                issuer_url: flags.issuer_url.or(file.issuer_url),
+                key: flags.key.or(file.key),
+                audience: flags.audience.or(file.audience),
+                scope: flags.scope.or(file.scope),
+            })),
+            (winner, file) => winner.or(file),
+        };
         Self {
             url: winner.url.or(self.url),
-            auth: winner.auth.or(self.auth),
+            auth,
             tls_trust_certs: winner.tls_trust_certs.or(self.tls_trust_certs),
             tls_cert,
             tls_key,
@@ -195,13 +274,16 @@ impl Settings {
 
     /// Puts the authentication and TLS settings on `builder` (the URL is
     /// the caller's: it may start an embedded broker instead).
-    pub(crate) fn apply(self, mut builder: ClientBuilder) -> ClientBuilder {
+    pub(crate) fn apply(self, mut builder: ClientBuilder) -> Result<ClientBuilder, SettingsError> {
         builder = match self.auth {
             Some(Auth::Token(token)) => {
                 builder.authentication(TokenAuthentication::from_token(token))
             }
             Some(Auth::TokenFile(path)) => {
                 builder.authentication(TokenAuthentication::from_file(path))
+            }
+            Some(Auth::OAuth2(o)) => {
+                builder.authentication(o.credentials(self.tls_trust_certs.as_deref())?)
             }
             None => builder,
         };
@@ -214,7 +296,40 @@ impl Settings {
         if self.tls_allow_insecure == Some(true) {
             builder = builder.danger_accept_invalid_certs();
         }
-        builder
+        Ok(builder)
+    }
+}
+
+impl OAuth2 {
+    /// The authentication these settings describe. The issuer is trusted
+    /// like the brokers: the system's roots, or the CA file given for TLS.
+    fn credentials(self, trust: Option<&Path>) -> Result<OAuth2ClientCredentials, SettingsError> {
+        let issuer = self.issuer_url.ok_or(SettingsError::Incomplete {
+            given: "OAuth2",
+            missing: "--oauth2-issuer-url (issuerUrl)",
+        })?;
+        let mut auth = match self.key {
+            Some(OAuth2Key::Inline { client_id, secret }) => {
+                OAuth2ClientCredentials::new(issuer, client_id, secret)
+            }
+            Some(OAuth2Key::File(path)) => OAuth2ClientCredentials::from_key_file(issuer, path),
+            None => {
+                return Err(SettingsError::Incomplete {
+                    given: "OAuth2",
+                    missing: "--oauth2-credentials-file (privateKey)",
+                });
+            }
+        };
+        if let Some(audience) = self.audience {
+            auth = auth.audience(audience);
+        }
+        if let Some(scope) = self.scope {
+            auth = auth.scope(scope);
+        }
+        if let Some(ca) = trust {
+            auth = auth.tls_trust_certs_file(ca);
+        }
+        Ok(auth)
     }
 }
 
@@ -271,6 +386,43 @@ mod tests {
             ),
             "a certificate flag does not pair with the file's key"
         );
+    }
+
+    #[test]
+    fn oauth2_flags_refine_the_files_oauth2_settings() {
+        let file = Settings {
+            auth: Some(Auth::OAuth2(OAuth2 {
+                issuer_url: Some("https://file-issuer".into()),
+                key: Some(OAuth2Key::File("/file/key.json".into())),
+                audience: Some("file-aud".into()),
+                scope: None,
+            })),
+            ..Settings::default()
+        };
+        let flags = Settings {
+            auth: Some(Auth::OAuth2(OAuth2 {
+                audience: Some("flag-aud".into()),
+                ..OAuth2::default()
+            })),
+            ..Settings::default()
+        };
+        let Some(Auth::OAuth2(o)) = file.overridden_by(flags).auth else {
+            panic!("not OAuth2");
+        };
+        assert_eq!(o.issuer_url.as_deref(), Some("https://file-issuer"));
+        assert_eq!(o.audience.as_deref(), Some("flag-aud"));
+
+        let incomplete = OAuth2 {
+            issuer_url: Some("https://i".into()),
+            ..OAuth2::default()
+        };
+        assert!(matches!(
+            incomplete.credentials(None),
+            Err(SettingsError::Incomplete {
+                given: "OAuth2",
+                ..
+            })
+        ));
     }
 
     #[test]
