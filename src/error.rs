@@ -40,3 +40,41 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether this is an authentication or authorization failure, and
+    /// which: an expired token ([`AuthFailure::Expired`](crate::auth::AuthFailure::Expired)), credentials the
+    /// broker does not accept ([`AuthFailure::Rejected`](crate::auth::AuthFailure::Rejected)), or a role without
+    /// permission for the topic ([`AuthFailure::Unauthorized`](crate::auth::AuthFailure::Unauthorized)). Found at
+    /// whatever layer the broker's refusal arrived (CONNECT, LOOKUP,
+    /// PRODUCER, SUBSCRIBE, …); `None` for every other error.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::Client;
+    /// use pulsar_wire::auth::{AuthFailure, TokenAuthentication};
+    /// # async fn demo() -> Result<(), pulsar_wire::Error> {
+    /// let built = Client::builder()
+    ///     .service_url("pulsar://broker.example.com:6650")
+    ///     .authentication(TokenAuthentication::from_file("/run/secrets/pulsar-token"))
+    ///     .build()
+    ///     .await;
+    /// match built {
+    ///     Err(e) if e.auth_failure() == Some(AuthFailure::Expired) => {
+    ///         eprintln!("the token has expired: renew it");
+    ///     }
+    ///     other => { other?; }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        let layer: &(dyn std::error::Error + 'static) = match self {
+            Self::Connection(e) => e,
+            Self::Client(e) => e,
+            Self::Producer(e) => e,
+            Self::Consumer(e) => e,
+            _ => return None,
+        };
+        crate::auth::failure_in(layer)
+    }
+}

@@ -55,7 +55,9 @@
 //! # Cargo features
 //!
 //! - `tls`: `pulsar+ssl://` service URLs through rustls.
-//! - `cli`: the `pulsar-wire` command (brings `tls`).
+//! - `oauth2`: OAuth2 client credentials, `auth::OAuth2ClientCredentials`
+//!   (brings `tls`).
+//! - `cli`: the `pulsar-wire` command (brings `tls` and `oauth2`).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -128,6 +128,14 @@ pub enum ClientError {
     Closed,
 }
 
+impl ClientError {
+    /// Whether this is an authentication or authorization failure, and
+    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        crate::auth::failure_in(self)
+    }
+}
+
 /// What is wrong with a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -141,8 +149,9 @@ pub enum UrlProblem {
     /// The port is not a number in 1..=65535.
     #[error("the port is not a number between 1 and 65535")]
     InvalidPort,
-    /// Several comma-separated hosts (not supported yet).
-    #[error("several hosts are not supported yet; give one")]
+    /// Several comma-separated hosts where one broker address is expected
+    /// (a service URL may name several; a broker URL names one).
+    #[error("several hosts where one broker address is expected")]
     MultipleHosts,
     /// A path after the host and port.
     #[error("unexpected path after host:port")]

@@ -9,6 +9,7 @@
 //! only [`lookup`] awaits.
 
 use super::pool::Pool;
+use super::service::ServiceHosts;
 use super::{BrokerAddress, ClientError, TopicName};
 use crate::connection::{Connection, Response};
 use crate::proto::CommandLookupTopicResponse;
@@ -112,18 +113,22 @@ impl Redirects {
     }
 }
 
-/// Finds the broker that owns `topic`, starting at `service`, and returns a
-/// pooled connection to it.
+/// Finds the broker that owns `topic`, starting at a host of `service`,
+/// and returns a pooled connection to it.
 pub(crate) async fn lookup(
     pool: &Pool,
-    service: &BrokerAddress,
+    service: &ServiceHosts,
     topic: &TopicName,
 ) -> Result<Connection, ClientError> {
-    let (mut logical, mut physical) = (service.clone(), service.clone());
+    let (host, first) = service.connect(pool).await?;
+    let (mut logical, mut physical, mut first) = (host.clone(), host, Some(first));
     let mut authoritative = false;
     let mut redirects = Redirects::default();
     loop {
-        let conn = pool.get(&logical, &physical).await?;
+        let conn = match first.take() {
+            Some(conn) => conn,
+            None => pool.get(&logical, &physical).await?,
+        };
         let answer = conn
             .request("LOOKUP", |id| {
                 commands::lookup(topic.as_str(), id, authoritative)
@@ -150,14 +155,14 @@ pub(crate) async fn lookup(
     }
 }
 
-/// How many partitions `topic` has (0: not partitioned), asked at `service`.
+/// How many partitions `topic` has (0: not partitioned), asked at a host of `service`.
 pub(crate) async fn partitioned_metadata(
     pool: &Pool,
-    service: &BrokerAddress,
+    service: &ServiceHosts,
     topic: &TopicName,
 ) -> Result<u32, ClientError> {
     const OP: &str = "PARTITIONED_METADATA";
-    let conn = pool.get(service, service).await?;
+    let (_, conn) = service.connect(pool).await?;
     match conn
         .request(OP, |id| commands::partitioned_metadata(topic.as_str(), id))
         .await

@@ -10,8 +10,9 @@ mod connector;
 mod error;
 mod lookup;
 mod pool;
+mod service;
 #[cfg(feature = "tls")]
-mod tls;
+pub(crate) mod tls;
 mod topic;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::Error;
 use crate::auth::Authentication;
 use crate::connection::{Connection, ConnectionOptions};
 use pool::{Pool, PoolConfig};
+use service::ServiceHosts;
 
 /// A Pulsar client: cheap to clone (all clones share one connection pool).
 ///
@@ -52,7 +54,7 @@ pub struct Client {
 #[derive(Debug)]
 struct Inner {
     service_url: String,
-    service: BrokerAddress,
+    service: ServiceHosts,
     pool: Pool,
     operation_timeout: Duration,
     /// Payload bytes all producers of this client may hold unanswered.
@@ -171,6 +173,10 @@ impl ClientBuilder {
     /// default) or, with the `tls` cargo feature, `pulsar+ssl://host[:port]`
     /// (port 6651 by default; lookups then follow the brokers' TLS URLs and
     /// never fall back to plaintext). Required.
+    ///
+    /// Several hosts, `pulsar://h1:6650,h2:6650`, share the scheme: each
+    /// lookup starts at the next host in turn and tries the others when
+    /// that one cannot be reached.
     pub fn service_url(mut self, url: impl Into<String>) -> Self {
         self.service_url = Some(url.into());
         self
@@ -321,7 +327,7 @@ impl ClientBuilder {
         let service_url = self
             .service_url
             .ok_or_else(|| invalid("service_url", "is required"))?;
-        let service = BrokerAddress::from_url(&service_url)?;
+        let service = ServiceHosts::parse(&service_url)?;
         if self.memory_limit == 0 || self.memory_limit > tokio::sync::Semaphore::MAX_PERMITS {
             return Err(invalid(
                 "memory_limit",
@@ -369,8 +375,9 @@ impl ClientBuilder {
             #[cfg(feature = "tls")]
             tls,
         });
-        // Fail fast on an unreachable cluster; the connection stays pooled.
-        pool.get(&service, &service).await?;
+        // Fail fast on an unreachable cluster (no host answers); the
+        // connection stays pooled.
+        service.connect(&pool).await?;
         Ok(Client {
             inner: Arc::new(Inner {
                 service_url,

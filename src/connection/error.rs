@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::auth::AuthError;
+use crate::auth::{AuthError, AuthFailure};
 use crate::codec::CodecError;
 use crate::proto::ServerError;
 use crate::wire::FrameError;
@@ -84,6 +84,19 @@ pub enum ConnectionError {
         size: usize,
         /// The limit in force on this connection.
         max: usize,
+    },
+    /// The broker refused the credentials sent in CONNECT (or in answer to
+    /// its AUTH_CHALLENGE during the handshake). `failure` is
+    /// [`AuthFailure::Expired`] when the token's `exp` had passed, else
+    /// [`AuthFailure::Rejected`].
+    #[error("broker refused the {method:?} credentials ({failure}): {message}")]
+    AuthenticationRefused {
+        /// The method of the refused credentials, `"none"` if none were sent.
+        method: Box<str>,
+        /// Why, as far as the client can tell.
+        failure: AuthFailure,
+        /// The broker's explanation (Apache Pulsar: "Failed to authenticate").
+        message: String,
     },
     /// No credentials could be had for CONNECT or for answering the
     /// broker's AUTH_CHALLENGE (the connection is closed then).
@@ -193,6 +206,36 @@ impl From<CodecError> for ConnectionError {
 }
 
 impl ConnectionError {
+    /// Whether this is an authentication or authorization failure, and which.
+    ///
+    /// # Examples
+    /// ```
+    /// use pulsar_wire::auth::AuthFailure;
+    /// use pulsar_wire::connection::ConnectionError;
+    /// use pulsar_wire::proto::ServerError;
+    /// let refused = ConnectionError::Server {
+    ///     op: "PRODUCER",
+    ///     code: ServerError::AuthorizationError,
+    ///     message: "Client is not authorized to Publish".into(),
+    /// };
+    /// assert_eq!(refused.auth_failure(), Some(AuthFailure::Unauthorized));
+    /// assert_eq!(ConnectionError::Disconnected.auth_failure(), None);
+    /// ```
+    pub fn auth_failure(&self) -> Option<AuthFailure> {
+        match self {
+            Self::AuthenticationRefused { failure, .. } => Some(*failure),
+            Self::Server {
+                code: ServerError::AuthorizationError,
+                ..
+            } => Some(AuthFailure::Unauthorized),
+            Self::Server {
+                code: ServerError::AuthenticationError,
+                ..
+            } => Some(AuthFailure::Rejected),
+            _ => None,
+        }
+    }
+
     /// Whether the connection itself is gone (as opposed to one request
     /// failing on a connection that still works).
     ///

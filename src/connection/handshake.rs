@@ -14,9 +14,11 @@ use tokio_util::codec::FramedRead;
 use tracing::debug;
 
 use super::{ConnectionError, ConnectionOptions};
-use crate::auth;
+use crate::auth::{self, AuthFailure};
+use crate::clock;
 use crate::codec::PulsarCodec;
 use crate::proto::BaseCommand;
+use crate::proto::ServerError;
 use crate::proto::base_command::Type;
 use crate::wire::{self, commands, commands::AuthPayload};
 
@@ -66,6 +68,28 @@ pub(crate) fn interpret(command: BaseCommand) -> Result<Answer, ConnectionError>
     }
 }
 
+/// Pure: turns the broker's refusal of `sent` (AuthenticationError) into
+/// [`ConnectionError::AuthenticationRefused`], telling an expired token (its
+/// `exp` at or before `now_unix_millis`) from other refusals.
+pub(crate) fn refusal(
+    sent: Option<&AuthPayload>,
+    message: String,
+    now_unix_millis: u64,
+) -> ConnectionError {
+    let expired = sent
+        .and_then(|s| auth::jwt::expiry(&s.data))
+        .is_some_and(|exp| exp.saturating_mul(1000) <= now_unix_millis);
+    ConnectionError::AuthenticationRefused {
+        method: sent.map_or("none", |s| s.method.as_str()).into(),
+        failure: if expired {
+            AuthFailure::Expired
+        } else {
+            AuthFailure::Rejected
+        },
+        message,
+    }
+}
+
 /// The credentials to answer AUTH_CHALLENGE with: the configured ones, or
 /// the `none` method the Java client sends when authentication is off.
 pub(crate) fn challenge_answer(auth: Option<&AuthPayload>) -> BaseCommand {
@@ -88,28 +112,35 @@ where
     W: AsyncWrite + Unpin,
 {
     let exchange = async {
-        let credentials = match &options.auth {
-            Some(auth) => Some(auth::fetch(auth.as_ref()).await?),
-            None => None,
+        let fetch = || async {
+            match &options.auth {
+                Some(auth) => auth::fetch(auth.as_ref()).await.map(Some),
+                None => Ok(None),
+            }
         };
-        let connect =
-            commands::connect(credentials.as_ref(), options.proxy_to_broker_url.as_deref());
+        // The credentials the broker judges next: those of CONNECT, then
+        // those of each AUTH_CHALLENGE answer.
+        let mut sent = fetch().await?;
+        let connect = commands::connect(sent.as_ref(), options.proxy_to_broker_url.as_deref());
         write_command(writer, &connect).await?;
         loop {
             let frame = match reader.next().await {
                 Some(frame) => frame?,
                 None => return Err(ConnectionError::Disconnected),
             };
-            match interpret(frame.command)? {
-                Answer::Connected(connected) => return Ok(connected),
-                Answer::Challenge => {
+            match interpret(frame.command) {
+                Ok(Answer::Connected(connected)) => return Ok(connected),
+                Ok(Answer::Challenge) => {
                     debug!(command = Type::AuthChallenge.as_str_name(), "answering");
-                    let fresh = match &options.auth {
-                        Some(auth) => Some(auth::fetch(auth.as_ref()).await?),
-                        None => None,
-                    };
-                    write_command(writer, &challenge_answer(fresh.as_ref())).await?;
+                    sent = fetch().await?;
+                    write_command(writer, &challenge_answer(sent.as_ref())).await?;
                 }
+                Err(ConnectionError::Server {
+                    code: ServerError::AuthenticationError,
+                    message,
+                    ..
+                }) => return Err(refusal(sent.as_ref(), message, clock::unix_millis())),
+                Err(e) => return Err(e),
             }
         }
     };
@@ -186,6 +217,54 @@ mod tests {
             Err(ConnectionError::Server { op: "CONNECT", code: ServerError::AuthenticationError, ref message })
                 if message == "bad token"
         ));
+    }
+
+    fn jwt_expiring_at(exp: u64) -> AuthPayload {
+        AuthPayload {
+            method: "token".into(),
+            data: auth::jwt::jwt(&format!("{{\"exp\":{exp}}}")).into(),
+        }
+    }
+
+    fn failure_of(e: &ConnectionError) -> (String, AuthFailure) {
+        match e {
+            ConnectionError::AuthenticationRefused {
+                method, failure, ..
+            } => (method.to_string(), *failure),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_token_past_its_exp_is_expired_else_rejected() {
+        let token = jwt_expiring_at(1_000);
+        let msg = || "Failed to authenticate".to_owned();
+        assert_eq!(
+            failure_of(&refusal(Some(&token), msg(), 1_000_000)),
+            ("token".into(), AuthFailure::Expired)
+        );
+        assert_eq!(
+            failure_of(&refusal(Some(&token), msg(), 999_999)).1,
+            AuthFailure::Rejected,
+            "not expired yet: refused for another reason"
+        );
+        let opaque = AuthPayload {
+            method: "token".into(),
+            data: "opaque".into(),
+        };
+        assert_eq!(
+            failure_of(&refusal(Some(&opaque), msg(), 5)).1,
+            AuthFailure::Rejected
+        );
+        assert_eq!(
+            failure_of(&refusal(None, msg(), 5)),
+            ("none".into(), AuthFailure::Rejected)
+        );
+        let shown = refusal(Some(&token), msg(), 1_000_000).to_string();
+        assert!(
+            shown.contains("expired") && !shown.contains("sig"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -183,6 +183,12 @@ pub enum ConsumerError {
 }
 
 impl ConsumerError {
+    /// Whether this is an authentication or authorization failure, and
+    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        crate::auth::failure_in(self)
+    }
+
     /// Whether the caller, not the broker, is at fault (a setting that
     /// cannot work, a forbidden call, a closed consumer).
     pub fn is_misuse(&self) -> bool {

@@ -137,3 +137,11 @@ pub enum ProducerError {
     #[error("the producer's task stopped unexpectedly (it panicked)")]
     TaskFailed,
 }
+
+impl ProducerError {
+    /// Whether this is an authentication or authorization failure, and
+    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        crate::auth::failure_in(self)
+    }
+}

@@ -13,6 +13,8 @@ mod produce;
 mod raw_reader;
 mod resilience;
 mod resources;
+mod secured;
+mod service_url;
 #[cfg(feature = "tls")]
 mod tls;
 mod wire;

@@ -10,6 +10,8 @@ mod failures;
 mod letters;
 mod perf;
 mod round_trip;
+mod secured;
+mod tls;
 
 use std::process::Stdio;
 
@@ -58,8 +60,21 @@ pub async fn run_raw(args: &[&str]) -> Run {
 
 /// Starts `pulsar-wire ARGS...` (killed if dropped).
 pub fn spawn(args: &[&str]) -> tokio::process::Child {
+    spawn_with_env(args, &[])
+}
+
+/// Runs `pulsar-wire ARGS...` with `env` set, to its end.
+pub async fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    finish(spawn_with_env(args, env)).await
+}
+
+/// Starts `pulsar-wire ARGS...` with `env` set and no client.conf from the
+/// caller's environment (killed if dropped).
+pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_pulsar-wire"))
         .args(args)
+        .env_remove("PULSAR_CLIENT_CONF")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,6 +7,10 @@ pub mod admin;
 pub mod broker;
 pub mod fake_broker;
 pub mod fault_proxy;
+pub mod jwt;
+#[cfg(feature = "oauth2")]
+pub mod oauth2_issuer;
+pub mod secured;
 #[cfg(feature = "tls")]
 pub mod tls;
 
@@ -75,4 +79,36 @@ pub async fn capture_logs<F: Future>(f: F) -> (F::Output, String) {
     let out = f.with_current_subscriber().await;
     let text = String::from_utf8_lossy(&sink.0.lock().expect("sink")).into_owned();
     (out, text)
+}
+
+/// A fresh directory under the system temp dir, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// Creates an empty directory named after `prefix`.
+    pub fn new(prefix: &str) -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let run = RandomState::new().build_hasher().finish() & 0xffff_ffff;
+        let dir = std::env::temp_dir().join(format!(
+            "pulsar-wire-{prefix}-{}-{run:08x}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    /// Writes `contents` to `name` in the directory; returns its path.
+    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> std::path::PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

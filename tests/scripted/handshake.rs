@@ -2,6 +2,7 @@
 //! limit, a refusal, and silence.
 
 use bytes::Bytes;
+use pulsar_wire::auth::AuthFailure;
 use pulsar_wire::connection::{Connection, ConnectionError, ConnectionOptions};
 use pulsar_wire::ids::{ProducerId, SequenceId};
 use pulsar_wire::proto::base_command::Type;
@@ -55,14 +56,17 @@ async fn handshake_failures_are_typed() {
         Connection::connect(io, ConnectionOptions::default()),
         refuse
     );
-    assert!(matches!(
-        conn,
-        Err(ConnectionError::Server {
-            op: "CONNECT",
-            code: ServerError::AuthenticationError,
-            ..
-        })
-    ));
+    assert!(
+        matches!(
+            conn,
+            Err(ConnectionError::AuthenticationRefused {
+                ref method,
+                failure: AuthFailure::Rejected,
+                ref message,
+            }) if &**method == "none" && message == "who are you"
+        ),
+        "{conn:?}"
+    );
 
     let (io, mut silent) = FakeBroker::pair();
     let (conn, _) = tokio::join!(

@@ -17,7 +17,10 @@ mod hostile;
 mod hostile_entries;
 mod limits;
 mod lookup;
+#[cfg(feature = "oauth2")]
+mod oauth2;
 mod produce;
+mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;
 mod unreadable;

@@ -9,6 +9,7 @@
 //! code. Standard output carries only results (JSON lines), so it can be
 //! piped into `jq` or a test.
 
+mod client_conf;
 mod consume;
 mod demo;
 mod embedded;
@@ -16,6 +17,7 @@ mod perf;
 mod perf_consume;
 mod perf_produce;
 mod produce;
+mod settings;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,9 +29,10 @@ use pulsar_wire::Client;
 #[derive(Debug, Parser)]
 #[command(name = "pulsar-wire", version, about, long_about = None)]
 struct Cli {
-    /// The cluster: pulsar://host[:port] (or pulsar+ssl:// with the `tls`
-    /// feature). Default: pulsar://127.0.0.1:6650; `demo` without it starts
-    /// an embedded broker.
+    /// The cluster: pulsar://host[:port] or pulsar+ssl://host[:port], several
+    /// hosts separated by commas. Default: brokerServiceUrl of the client.conf,
+    /// else pulsar://127.0.0.1:6650; `demo` without either starts an
+    /// embedded broker.
     #[arg(long, global = true)]
     url: Option<String>,
 
@@ -45,6 +48,9 @@ struct Cli {
     /// Runtime worker threads; 1 runs everything on one thread.
     #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     threads: u16,
+
+    #[command(flatten)]
+    security: settings::SecurityArgs,
 
     #[command(subcommand)]
     command: Command,
@@ -101,7 +107,8 @@ fn main() -> ExitCode {
 const DEFAULT_URL: &str = "pulsar://127.0.0.1:6650";
 
 async fn run(cli: Cli) -> Result<(), BoxError> {
-    let embedded = match (&cli.command, &cli.url) {
+    let settings = cli.security.resolve(cli.url)?;
+    let embedded = match (&cli.command, &settings.url) {
         (Command::Demo(_), None) => {
             let broker = embedded::EmbeddedBroker::start()?;
             eprintln!(
@@ -112,11 +119,12 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         }
         _ => None,
     };
-    let url = match (&embedded, cli.url) {
+    let url = match (&embedded, &settings.url) {
         (Some(broker), _) => broker.service_url(),
-        (None, url) => url.unwrap_or_else(|| DEFAULT_URL.to_owned()),
+        (None, url) => url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned()),
     };
-    let client = Client::builder()
+    let client = settings
+        .apply(Client::builder())?
         .service_url(url)
         .connection_timeout(Duration::from_millis(cli.connect_timeout_ms))
         .operation_timeout(Duration::from_millis(cli.operation_timeout_ms))

@@ -1,15 +1,5 @@
-//! Authentication: the [`Authentication`] trait and token credentials.
-//!
-//! A connection asks its [`Authentication`] for credentials twice: for
-//! CONNECT, and again whenever the broker sends AUTH_CHALLENGE (brokers do
-//! that when the credentials of a long-lived connection are about to
-//! expire). Providers therefore hand out *fresh* credentials on every call:
-//! [`TokenAuthentication::from_file`] re-reads its file, so rotating the
-//! token on disk keeps established connections alive.
-//!
-//! Credentials never appear in logs, `Debug` output or error messages: the
-//! types here write `<redacted>` instead, and [`AuthError`] names the file
-//! or variable, never its content.
+//! [`TokenAuthentication`]: the `token` method, from a string, a file or
+//! an environment variable.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -18,77 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::wire::commands::AuthPayload;
-
-/// A way of authenticating to Pulsar: a method name and fresh credentials.
-///
-/// Implement it for methods this crate does not ship. `credentials` is
-/// called for CONNECT and for every AUTH_CHALLENGE, so it may do IO (read a
-/// file, ask a token service); it must not cache past the credentials'
-/// validity. Implementations' `Debug` must not print secrets.
-///
-/// # Examples
-/// ```
-/// use bytes::Bytes;
-/// use futures::future::BoxFuture;
-/// use pulsar_wire::auth::{AuthError, Authentication};
-///
-/// /// A token minted per call by some service (a stand-in here).
-/// #[derive(Debug)]
-/// struct Minted;
-///
-/// impl Authentication for Minted {
-///     fn method(&self) -> &str { "token" }
-///     fn credentials(&self) -> BoxFuture<'_, Result<Bytes, AuthError>> {
-///         Box::pin(async { Ok(Bytes::from_static(b"eyJ...")) })
-///     }
-/// }
-/// ```
-pub trait Authentication: fmt::Debug + Send + Sync + 'static {
-    /// The method name sent in CONNECT and AUTH_RESPONSE, e.g. `"token"`.
-    fn method(&self) -> &str;
-
-    /// Fresh credentials (the method's auth data).
-    ///
-    /// # Errors
-    /// An [`AuthError`] when no credentials can be had; the connection
-    /// attempt (or, on AUTH_CHALLENGE, the connection) then fails with it.
-    fn credentials(&self) -> BoxFuture<'_, Result<Bytes, AuthError>>;
-}
-
-/// Why credentials could not be obtained. Never contains the credentials.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuthError {
-    /// The token file could not be read.
-    #[error("cannot read token file {path:?}: {source}")]
-    TokenFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: Arc<std::io::Error>,
-    },
-    /// The token environment variable is unset or not valid UTF-8.
-    #[error("token environment variable {var} is unset or not UTF-8")]
-    TokenEnv {
-        /// The variable's name.
-        var: String,
-    },
-    /// The token (from wherever it came) is empty.
-    #[error("the token from {source_name} is empty")]
-    EmptyToken {
-        /// Where it came from: `"the given string"`, a file or a variable.
-        source_name: String,
-    },
-    /// A custom [`Authentication`] failed.
-    #[error("{method} authentication failed: {source}")]
-    Provider {
-        /// The method name.
-        method: String,
-        /// Why (the provider's own error; it must not carry secrets).
-        source: Arc<dyn std::error::Error + Send + Sync>,
-    },
-}
+use super::{AuthError, Authentication};
 
 /// Where a [`TokenAuthentication`] gets its token.
 #[derive(Clone)]
@@ -187,30 +107,10 @@ impl fmt::Debug for TokenAuthentication {
     }
 }
 
-/// Fixed credentials of any method.
-impl Authentication for AuthPayload {
-    fn method(&self) -> &str {
-        &self.method
-    }
-
-    fn credentials(&self) -> BoxFuture<'_, Result<Bytes, AuthError>> {
-        let data = self.data.clone();
-        Box::pin(async move { Ok(data) })
-    }
-}
-
-/// Asks `auth` for fresh credentials, paired with its method name.
-pub(crate) async fn fetch(auth: &dyn Authentication) -> Result<AuthPayload, AuthError> {
-    let data = auth.credentials().await?;
-    Ok(AuthPayload {
-        method: auth.method().to_owned(),
-        data,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::fetch;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()

@@ -1,0 +1,214 @@
+//! One HTTP/1.1 request to an issuer: a fresh connection through the
+//! [`Connector`] (TCP by default), TLS for `https://` with the client's
+//! rustls set-up, hyper's client connection, the whole exchange bounded by
+//! a timeout. No pool: tokens are fetched every few minutes at most.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+
+use super::OAuth2Error;
+use crate::client::tls::{Tls, TlsOptions};
+use crate::client::{BrokerAddress, ClientError, Connector};
+
+/// The largest issuer answer read (discovery documents and token
+/// responses are a few KiB).
+const MAX_BODY: usize = 256 * 1024;
+
+/// How requests reach the issuer.
+#[derive(Debug, Clone)]
+pub(crate) struct Transport {
+    pub(crate) connector: Arc<dyn Connector>,
+    pub(crate) tls: TlsOptions,
+    pub(crate) timeout: Duration,
+}
+
+/// A response: its status and body.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: Bytes,
+}
+
+impl Transport {
+    /// `GET url`.
+    pub(crate) async fn get(&self, url: &str) -> Result<Answer, OAuth2Error> {
+        self.send(url, http::Method::GET, None).await
+    }
+
+    /// `POST url` with a form body.
+    pub(crate) async fn post_form(&self, url: &str, form: String) -> Result<Answer, OAuth2Error> {
+        self.send(url, http::Method::POST, Some(form)).await
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        method: http::Method,
+        form: Option<String>,
+    ) -> Result<Answer, OAuth2Error> {
+        let target = Target::parse(url)?;
+        let exchange = async {
+            let io = self
+                .connector
+                .connect(&target.address)
+                .await
+                .map_err(|e| failed(url, e))?;
+            let io = match target.address.is_tls() {
+                true => self
+                    .tls()?
+                    .handshake(&target.address, io)
+                    .await
+                    .map_err(|e| failed(url, e))?,
+                false => io,
+            };
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+                .await
+                .map_err(|e| failed(url, e))?;
+            // Drives the connection until the answer is read; ends with it.
+            tokio::spawn(connection);
+            let mut request = http::Request::builder()
+                .method(method)
+                .uri(&target.path)
+                .header(http::header::HOST, &target.host_header)
+                .header(http::header::ACCEPT, "application/json")
+                .header(
+                    http::header::USER_AGENT,
+                    concat!("pulsar-wire/", env!("CARGO_PKG_VERSION")),
+                )
+                .header(http::header::CONNECTION, "close");
+            if form.is_some() {
+                request = request.header(
+                    http::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                );
+            }
+            let request = request
+                .body(Full::new(Bytes::from(form.unwrap_or_default())))
+                .map_err(|_| bad_url(url, "cannot be requested"))?;
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| failed(url, e))?;
+            let status = response.status().as_u16();
+            let body = Limited::new(response.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| failed(url, std::io::Error::other(e.to_string())))?
+                .to_bytes();
+            Ok(Answer { status, body })
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(OAuth2Error::Timeout {
+                    url: url.to_owned(),
+                    after: self.timeout,
+                })
+            })
+    }
+
+    fn tls(&self) -> Result<Tls, OAuth2Error> {
+        self.tls.build().map_err(|e| match e {
+            ClientError::TlsConfig { problem } => OAuth2Error::TlsConfig { problem },
+            other => OAuth2Error::Http {
+                url: String::new(),
+                source: Arc::new(other),
+            },
+        })
+    }
+}
+
+/// Where a URL leads.
+struct Target {
+    address: BrokerAddress,
+    host_header: String,
+    path: String,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Self, OAuth2Error> {
+        let uri: http::Uri = url.parse().map_err(|_| bad_url(url, "is not a URL"))?;
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(bad_url(url, "is neither http:// nor https://")),
+        };
+        let host = uri.host().ok_or_else(|| bad_url(url, "names no host"))?;
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let address = BrokerAddress::new(host, port).with_tls(tls);
+        Ok(Self {
+            host_header: match uri.port_u16() {
+                Some(_) => address.to_string(),
+                None => address.host().to_owned(),
+            },
+            path: uri
+                .path_and_query()
+                .map_or("/", http::uri::PathAndQuery::as_str)
+                .to_owned(),
+            address,
+        })
+    }
+}
+
+fn bad_url(url: &str, problem: &'static str) -> OAuth2Error {
+    OAuth2Error::Url {
+        url: url.to_owned(),
+        problem,
+    }
+}
+
+fn failed(url: &str, e: impl std::error::Error + Send + Sync + 'static) -> OAuth2Error {
+    OAuth2Error::Http {
+        url: url.to_owned(),
+        source: Arc::new(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> (String, bool, String, String) {
+        let t = Target::parse(url).expect(url);
+        (
+            t.address.to_string(),
+            t.address.is_tls(),
+            t.host_header,
+            t.path,
+        )
+    }
+
+    #[test]
+    fn urls_become_an_address_a_host_header_and_a_path() {
+        assert_eq!(
+            target("https://auth.example.com/oauth/token?x=1"),
+            (
+                "auth.example.com:443".into(),
+                true,
+                "auth.example.com".into(),
+                "/oauth/token?x=1".into()
+            )
+        );
+        assert_eq!(
+            target("http://127.0.0.1:8080"),
+            (
+                "127.0.0.1:8080".into(),
+                false,
+                "127.0.0.1:8080".into(),
+                "/".into()
+            )
+        );
+        assert_eq!(target("http://[::1]:9/t").0, "[::1]:9");
+        for bad in ["ftp://x/", "not a url", "/relative"] {
+            assert!(
+                matches!(Target::parse(bad), Err(OAuth2Error::Url { .. })),
+                "{bad}"
+            );
+        }
+    }
+}
