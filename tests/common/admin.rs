@@ -1,34 +1,220 @@
 //! The few Apache Pulsar admin (REST) calls the tests need, over a plain
-//! HTTP/1.1 request: no HTTP client dependency for one PUT.
+//! HTTP/1.1 request: no HTTP client dependency for a handful of calls.
+//!
+//! On a cluster a broker answers an admin call about a bundle it does not
+//! own (or one only the leader may make) with a redirect; [`call`] follows
+//! up to [`MAX_REDIRECTS`] of them, as `pulsar-admin` does.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Creates `topic` (`persistent://tenant/ns/name`) with `partitions` partitions.
-pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
-    let host = admin_url
+/// Redirects one admin call follows.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// An admin answer: HTTP status and body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body (chunked transfer decoded).
+    pub body: String,
+}
+
+impl Answer {
+    /// The body as JSON; panics with the body if it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("admin answer is not JSON ({e}): {}", self.body))
+    }
+
+    fn ok(self, what: &str) -> Self {
+        assert!(
+            (200..300).contains(&self.status),
+            "{what}: HTTP {} {}",
+            self.status,
+            self.body
+        );
+        self
+    }
+}
+
+/// `METHOD url` with an optional JSON body, following redirects.
+pub async fn call(method: &str, url: &str, body: Option<&str>) -> Answer {
+    let mut url = url.to_owned();
+    for _ in 0..=MAX_REDIRECTS {
+        let (status, headers, body_text) = once(method, &url, body).await;
+        if matches!(status, 301 | 302 | 303 | 307 | 308) {
+            url = header(&headers, "location")
+                .unwrap_or_else(|| panic!("{method} {url}: redirect without Location"))
+                .to_owned();
+            continue;
+        }
+        return Answer {
+            status,
+            body: body_text,
+        };
+    }
+    panic!("{method} {url}: more than {MAX_REDIRECTS} redirects")
+}
+
+/// One request on a fresh connection: (status, header lines, body).
+async fn once(method: &str, url: &str, body: Option<&str>) -> (u16, String, String) {
+    let rest = url
         .strip_prefix("http://")
-        .expect("admin URL is http://host:port");
-    let path = topic.replace("://", "/");
-    let body = partitions.to_string();
+        .unwrap_or_else(|| panic!("admin URL {url:?} is not http://host:port/path"));
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let body = body.unwrap_or("");
     let request = format!(
-        "PUT /admin/v2/{path}/partitions HTTP/1.1\r\nHost: {host}\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let mut socket = TcpStream::connect(host).await.expect("admin API reachable");
+    let mut socket = TcpStream::connect(host)
+        .await
+        .unwrap_or_else(|e| panic!("admin API {host} unreachable: {e}"));
     socket
         .write_all(request.as_bytes())
         .await
         .expect("admin request");
-    let mut answer = String::new();
-    socket
-        .read_to_string(&mut answer)
+    let mut raw = Vec::new();
+    socket.read_to_end(&mut raw).await.expect("admin answer");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, payload) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{method} {url}: no HTTP header end in {text:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {url}: no status in {head:?}"));
+    let chunked = header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked"));
+    let payload = if chunked {
+        dechunk(payload)
+    } else {
+        payload.to_owned()
+    };
+    (status, head.to_owned(), payload)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then_some(value.trim())
+    })
+}
+
+/// Decodes a chunked body: `<hex size>\r\n<data>\r\n` ... `0\r\n\r\n`.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("bad chunk size line {size:?}"));
+        if size == 0 {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].strip_prefix("\r\n").unwrap_or(&tail[size..]);
+    }
+    out
+}
+
+/// `persistent://tenant/ns/name` → `persistent/tenant/ns/name` (REST paths).
+fn rest_path(topic: &str) -> String {
+    topic.replace("://", "/")
+}
+
+/// Creates `topic` (`persistent://tenant/ns/name`) with `partitions` partitions.
+pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
+    let url = format!("{admin_url}/admin/v2/{}/partitions", rest_path(topic));
+    call("PUT", &url, Some(&partitions.to_string()))
         .await
-        .expect("admin answer");
-    let status = answer.split_whitespace().nth(1).unwrap_or("");
-    assert!(
-        status.starts_with('2'),
-        "creating {topic} with {partitions} partitions: {answer}"
-    );
+        .ok(&format!("creating {topic} with {partitions} partitions"));
+}
+
+/// Creates namespace `tenant/ns` with `bundles` bundles.
+pub async fn create_namespace(admin_url: &str, namespace: &str, bundles: u32) {
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}");
+    let body = format!("{{\"bundles\":{{\"numBundles\":{bundles}}}}}");
+    call("PUT", &url, Some(&body))
+        .await
+        .ok(&format!("creating namespace {namespace}"));
+}
+
+/// The bundle ranges of `tenant/ns`, in order (`0x00000000_0x40000000`, ...).
+pub async fn namespace_bundles(admin_url: &str, namespace: &str) -> Vec<String> {
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/bundles");
+    let answer = call("GET", &url, None).await.ok("namespace bundles").json();
+    let bounds: Vec<&str> = answer["boundaries"]
+        .as_array()
+        .expect("boundaries")
+        .iter()
+        .map(|b| b.as_str().expect("a boundary"))
+        .collect();
+    bounds
+        .windows(2)
+        .map(|w| format!("{}_{}", w[0], w[1]))
+        .collect()
+}
+
+/// The bundle range `topic` belongs to.
+pub async fn topic_bundle(admin_url: &str, topic: &str) -> String {
+    let url = format!("{admin_url}/lookup/v2/topic/{}/bundle", rest_path(topic));
+    let answer = call("GET", &url, None).await.ok("topic bundle");
+    answer.body.trim().trim_matches('"').to_owned()
+}
+
+/// The `pulsar://` URL of the broker that owns `topic` (a lookup: an unowned
+/// bundle gets assigned by it).
+pub async fn topic_owner(admin_url: &str, topic: &str) -> String {
+    let url = format!("{admin_url}/lookup/v2/topic/{}", rest_path(topic));
+    let answer = call("GET", &url, None).await.ok("topic lookup").json();
+    answer["brokerUrl"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no brokerUrl in {answer}"))
+        .to_owned()
+}
+
+/// Unloads `topic` alone: its broker closes it, and the next lookup loads it
+/// again (on the same broker, which still owns the bundle).
+pub async fn unload_topic(admin_url: &str, topic: &str) {
+    let url = format!("{admin_url}/admin/v2/{}/unload", rest_path(topic));
+    call("PUT", &url, None).await.ok("topic unload");
+}
+
+/// Unloads bundle `bundle` of `namespace`; with `destination` (a broker id,
+/// `host:webport`) the leader assigns it there next.
+pub async fn unload_bundle(
+    admin_url: &str,
+    namespace: &str,
+    bundle: &str,
+    destination: Option<&str>,
+) {
+    let query = destination
+        .map(|d| format!("?destinationBroker={d}"))
+        .unwrap_or_default();
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/{bundle}/unload{query}");
+    call("PUT", &url, None).await.ok("bundle unload");
+}
+
+/// Splits `bundle` of `namespace` in two (at its middle) and unloads both halves.
+pub async fn split_bundle(admin_url: &str, namespace: &str, bundle: &str) {
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/{bundle}/split?unload=true");
+    call("PUT", &url, None).await.ok("bundle split");
+}
+
+/// The broker id (`host:webport`) of the load-manager leader.
+pub async fn leader_broker(admin_url: &str) -> String {
+    let url = format!("{admin_url}/admin/v2/brokers/leaderBroker");
+    let answer = call("GET", &url, None).await.ok("leader broker").json();
+    answer["brokerId"]
+        .as_str()
+        .or_else(|| answer["serviceUrl"].as_str())
+        .unwrap_or_else(|| panic!("no brokerId in {answer}"))
+        .trim_start_matches("http://")
+        .to_owned()
 }
