@@ -15,6 +15,7 @@ mod tls;
 mod topic;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use address::{BrokerAddress, DEFAULT_PORT, DEFAULT_TLS_PORT};
@@ -58,6 +59,9 @@ struct Inner {
     /// Payload bytes all producers of this client may hold unanswered.
     memory: Arc<tokio::sync::Semaphore>,
     memory_limit: usize,
+    /// The last lookup said to reach the owner through the service URL:
+    /// the service is a Pulsar proxy.
+    behind_proxy: AtomicBool,
 }
 
 impl Client {
@@ -86,13 +90,19 @@ impl Client {
     /// 20 redirects, [`ClientError::Connect`] if the broker cannot be
     /// reached, [`ClientError::Closed`] after [`close`](Self::close).
     pub async fn lookup(&self, topic: &TopicName) -> Result<Connection, ClientError> {
-        lookup::lookup(&self.inner.pool, &self.inner.service, topic).await
+        let owner = lookup::lookup(&self.inner.pool, &self.inner.service, topic).await?;
+        self.inner
+            .behind_proxy
+            .store(owner.through_proxy, Ordering::Relaxed);
+        Ok(owner.conn)
     }
 
     /// The connection a producer or consumer of `topic` reconnects on: to
     /// the broker the broker named (CLOSE_PRODUCER / CLOSE_CONSUMER /
     /// TOPIC_MIGRATED carry its URLs; the one of this client's scheme is
-    /// used), or found by a fresh lookup when it named none.
+    /// used), or found by a fresh lookup when it named none. Behind a
+    /// Pulsar proxy the named broker is reached through the proxy, as
+    /// lookups reach owners, since the client may not reach it otherwise.
     pub(crate) async fn reconnect_to(
         &self,
         topic: &TopicName,
@@ -105,7 +115,11 @@ impl Client {
         match named.filter(|url| !url.is_empty()) {
             Some(url) => {
                 let broker = BrokerAddress::from_url(url)?;
-                self.inner.pool.get(&broker, &broker).await
+                let physical = match self.inner.behind_proxy.load(Ordering::Relaxed) {
+                    true => &self.inner.service,
+                    false => &broker,
+                };
+                self.inner.pool.get(&broker, physical).await
             }
             None => self.lookup(topic).await,
         }
@@ -364,6 +378,7 @@ impl ClientBuilder {
                 operation_timeout: self.operation_timeout,
                 memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
                 memory_limit: self.memory_limit,
+                behind_proxy: AtomicBool::new(false),
             }),
         })
     }

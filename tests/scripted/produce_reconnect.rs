@@ -225,3 +225,59 @@ async fn a_producer_re_created_after_close_is_closed_on_the_broker() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_proxy_close_producer_naming_a_broker_reconnects_through_the_proxy() {
+    guard("assigned broker behind a proxy", async {
+        init_tracing();
+        // SERVICE is a Pulsar proxy: its lookups answer
+        // proxy_through_service_url, and the brokers are reached through it.
+        let net = FakeNetwork::new();
+        let mut proxy = net.listen(SERVICE);
+        let create = async {
+            let client = Client::builder()
+                .service_url(format!("pulsar://{SERVICE}"))
+                .connector(net.clone())
+                .build()
+                .await
+                .expect("client");
+            client.producer("orders").batching(false).create().await
+        };
+        let script = async {
+            let mut lookups = proxy.accept().await;
+            lookups.handshake().await;
+            let meta = lookups.expect(Type::PartitionedMetadata).await;
+            lookups.send(answer::partitions(request_id(&meta), 0)).await;
+            let lookup = lookups.expect(Type::Lookup).await;
+            let url = "pulsar://hidden:6650";
+            lookups
+                .send(answer::lookup_via_proxy(request_id(&lookup), url))
+                .await;
+            let mut hidden = proxy.accept().await;
+            hidden.handshake_via_proxy("hidden:6650").await;
+            let create = hidden.expect(Type::Producer).await;
+            hidden
+                .send(producer_success(request_id(&create), "p-1", -1))
+                .await;
+            (lookups, hidden)
+        };
+        let (producer, (_lookups, mut hidden)) = tokio::join!(create, script);
+        let producer = producer.expect("producer");
+        let receipt = producer.send("m").await.expect("queued");
+        let (id, _) = send_of(&hidden.expect(Type::Send).await);
+        // The broker behind the proxy hands the topic to "other" (as the
+        // extensible load manager does on unload): the producer goes there
+        // through the proxy, the only address it can reach.
+        hidden
+            .send(close_producer(id, Some("pulsar://other:6650")))
+            .await;
+        let mut moved = proxy.accept().await;
+        moved.handshake_via_proxy("other:6650").await;
+        let fresh = answer_producer(&mut moved).await;
+        assert_eq!(send_of(&moved.expect(Type::Send).await), (fresh, 0));
+        moved.send(answer::receipt(fresh, 0)).await;
+        assert_eq!(receipt.await.expect("stored").entry_id, 0);
+        assert_eq!(net.connects("other:6650"), 0, "never dialled directly");
+    })
+    .await;
+}
