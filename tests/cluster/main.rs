@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod chaos;
 mod death;
 mod letters;
 mod lookup;

@@ -27,7 +27,8 @@ impl Answer {
             .unwrap_or_else(|e| panic!("admin answer is not JSON ({e}): {}", self.body))
     }
 
-    fn ok(self, what: &str) -> Self {
+    /// Panics unless the status is 2xx.
+    pub fn ok(self, what: &str) -> Self {
         assert!(
             (200..300).contains(&self.status),
             "{what}: HTTP {} {}",
@@ -38,30 +39,43 @@ impl Answer {
     }
 }
 
-/// `METHOD url` with an optional JSON body, following redirects.
+/// `METHOD url` with an optional JSON body, following redirects; panics
+/// if the admin API cannot be reached.
 pub async fn call(method: &str, url: &str, body: Option<&str>) -> Answer {
+    try_call(method, url, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+}
+
+/// [`call`] that returns an unreachable broker or a broken answer as an
+/// error (for callers that expect brokers to die under them).
+pub async fn try_call(method: &str, url: &str, body: Option<&str>) -> Result<Answer, String> {
     let mut url = url.to_owned();
     for _ in 0..=MAX_REDIRECTS {
-        let (status, headers, body_text) = once(method, &url, body).await;
+        let (status, headers, body_text) = once(method, &url, body).await?;
         if matches!(status, 301 | 302 | 303 | 307 | 308) {
             url = header(&headers, "location")
-                .unwrap_or_else(|| panic!("{method} {url}: redirect without Location"))
+                .ok_or_else(|| format!("redirect without Location from {url}"))?
                 .to_owned();
             continue;
         }
-        return Answer {
+        return Ok(Answer {
             status,
             body: body_text,
-        };
+        });
     }
-    panic!("{method} {url}: more than {MAX_REDIRECTS} redirects")
+    Err(format!("more than {MAX_REDIRECTS} redirects"))
 }
 
 /// One request on a fresh connection: (status, header lines, body).
-async fn once(method: &str, url: &str, body: Option<&str>) -> (u16, String, String) {
+async fn once(
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+) -> Result<(u16, String, String), String> {
     let rest = url
         .strip_prefix("http://")
-        .unwrap_or_else(|| panic!("admin URL {url:?} is not http://host:port/path"));
+        .ok_or_else(|| format!("admin URL {url:?} is not http://host:port/path"))?;
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -72,31 +86,27 @@ async fn once(method: &str, url: &str, body: Option<&str>) -> (u16, String, Stri
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let mut socket = TcpStream::connect(host)
-        .await
-        .unwrap_or_else(|e| panic!("admin API {host} unreachable: {e}"));
-    socket
-        .write_all(request.as_bytes())
-        .await
-        .expect("admin request");
+    let io = |e: std::io::Error| format!("admin API {host}: {e}");
+    let mut socket = TcpStream::connect(host).await.map_err(io)?;
+    socket.write_all(request.as_bytes()).await.map_err(io)?;
     let mut raw = Vec::new();
-    socket.read_to_end(&mut raw).await.expect("admin answer");
+    socket.read_to_end(&mut raw).await.map_err(io)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, payload) = text
         .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("{method} {url}: no HTTP header end in {text:?}"));
+        .ok_or_else(|| format!("no HTTP header end in {text:?}"))?;
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("{method} {url}: no status in {head:?}"));
+        .ok_or_else(|| format!("no status in {head:?}"))?;
     let chunked = header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked"));
     let payload = if chunked {
-        dechunk(payload)
+        dechunk(payload)?
     } else {
         payload.to_owned()
     };
-    (status, head.to_owned(), payload)
+    Ok((status, head.to_owned(), payload))
 }
 
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -109,22 +119,25 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Decodes a chunked body: `<hex size>\r\n<data>\r\n` ... `0\r\n\r\n`.
-fn dechunk(mut rest: &str) -> String {
+fn dechunk(mut rest: &str) -> Result<String, String> {
     let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-            .unwrap_or_else(|_| panic!("bad chunk size line {size:?}"));
+    while let Some((size_line, tail)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size line {size_line:?}"))?;
         if size == 0 {
             break;
         }
-        out.push_str(&tail[..size]);
+        let chunk = tail
+            .get(..size)
+            .ok_or_else(|| format!("chunk of {size} bytes cut short"))?;
+        out.push_str(chunk);
         rest = tail[size..].strip_prefix("\r\n").unwrap_or(&tail[size..]);
     }
-    out
+    Ok(out)
 }
 
 /// `persistent://tenant/ns/name` → `persistent/tenant/ns/name` (REST paths).
-fn rest_path(topic: &str) -> String {
+pub fn rest_path(topic: &str) -> String {
     topic.replace("://", "/")
 }
 
