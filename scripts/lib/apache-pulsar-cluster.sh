@@ -154,6 +154,20 @@ load_ports() {  # DIR: sets ZK_PORT BOOKIE_PORT BROKER{1,2}_PORT WEB{1,2}_PORT P
 
 metadata_url() { echo "zk:127.0.0.1:$ZK_PORT"; }
 
+# PULSAR_CLUSTER_LOAD_MANAGER=extensible: the extensible load manager (PIP-192)
+# instead of the default modular one. Its brokers name the new owner when
+# they close a moved topic's producers and consumers.
+load_manager_conf() {
+  case "${PULSAR_CLUSTER_LOAD_MANAGER:-modular}" in
+    modular) ;;
+    extensible)
+      echo "loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+      echo "loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
+      ;;
+    *) die "PULSAR_CLUSTER_LOAD_MANAGER must be modular or extensible, not $PULSAR_CLUSTER_LOAD_MANAGER" ;;
+  esac
+}
+
 write_cluster_config() {  # DIR
   local dir=$1 n
   write_log4j "$dir/log4j2.xml"
@@ -221,6 +235,7 @@ metadataStoreSessionTimeoutMillis=5000
 loadBalancerSheddingEnabled=false
 loadBalancerAutoBundleSplitEnabled=false
 loadBalancerAutoUnloadSplitBundlesEnabled=false
+$(load_manager_conf)
 EOF
     if [ -n "${PULSAR_CONF_OVERRIDES:-}" ]; then
       printf '\n### From PULSAR_CONF_OVERRIDES (later keys win)\n%s\n' "$PULSAR_CONF_OVERRIDES" \
@@ -344,6 +359,7 @@ PULSAR_ADMIN_URL_2=http://127.0.0.1:$WEB2_PORT
 PULSAR_PROXY_URL=pulsar://127.0.0.1:$PROXY_PORT
 PULSAR_PROXY_ADMIN_URL=http://127.0.0.1:$PROXY_WEB_PORT
 PULSAR_CLUSTER_DIR=$dir
+PULSAR_CLUSTER_LOAD_MANAGER=${PULSAR_CLUSTER_LOAD_MANAGER:-modular}
 PULSAR_ZOOKEEPER_PID=$(cat "$dir/zookeeper/pid" 2>/dev/null)
 PULSAR_BOOKIE_PID=$(cat "$dir/bookie/pid" 2>/dev/null)
 PULSAR_BROKER_1_PID=$(cat "$dir/broker1/pid" 2>/dev/null)
@@ -370,6 +386,7 @@ cluster_start_cleanup() {  # EXIT trap while starting: stop whatever started
 cluster_start() {
   local dir=${1:?usage: apache-pulsar cluster start DIR}
   command -v python3 >/dev/null || die "python3 not found"
+  load_manager_conf >/dev/null  # an unknown value stops here
   fetch
   fetch_proxy
   mkdir -p "$dir"

@@ -78,6 +78,12 @@ impl Cluster {
         })
     }
 
+    /// The brokers' load manager (`PULSAR_CLUSTER_LOAD_MANAGER`): `modular`
+    /// (Pulsar's default) or `extensible`.
+    pub fn load_manager(&self) -> String {
+        std::env::var("PULSAR_CLUSTER_LOAD_MANAGER").unwrap_or_else(|_| "modular".into())
+    }
+
     /// Broker `n` (1 or 2).
     pub fn broker(&self, n: usize) -> &Broker {
         &self.brokers[n - 1]
@@ -121,17 +127,28 @@ impl Cluster {
     /// Moves `topic`'s bundle to broker `n`: unloads it with `n` as the
     /// destination, then looks the topic up so that `n` takes it. Returns
     /// the bundle range.
+    ///
+    /// The destination is a hint the leader keeps per bundle range and
+    /// uses once; a lookup racing the unload (a handle reconnecting, a
+    /// split bundle being assigned) can take it first, so a few tries.
     pub async fn place(&self, topic: &str, n: usize) -> String {
+        const TRIES: usize = 5;
         let admin_url = self.admin();
-        let bundle = admin::topic_bundle(admin_url, topic).await;
         let namespace = namespace_of(topic);
-        admin::unload_bundle(admin_url, &namespace, &bundle, Some(&self.broker(n).id)).await;
-        let owner = self.owner(topic).await;
-        assert_eq!(
-            owner, n,
-            "{topic} (bundle {bundle}) should be on broker {n}"
-        );
-        bundle
+        let mut owners = Vec::new();
+        for _ in 0..TRIES {
+            let bundle = admin::topic_bundle(admin_url, topic).await;
+            if self.owner(topic).await == n {
+                return bundle;
+            }
+            admin::unload_bundle(admin_url, &namespace, &bundle, Some(&self.broker(n).id)).await;
+            let owner = self.owner(topic).await;
+            if owner == n {
+                return bundle;
+            }
+            owners.push(owner);
+        }
+        panic!("{topic} should be on broker {n}; after {TRIES} unloads it was on {owners:?}");
     }
 
     /// `kill -9` broker `n` (through the cluster script).
