@@ -14,9 +14,11 @@
 mod actions;
 mod batch_acks;
 mod builder;
+mod chunks;
 mod config;
 mod consumer_error;
 mod core;
+mod crypto;
 pub mod dead_letter;
 mod error;
 mod id_hash;
@@ -52,7 +54,9 @@ pub use nack::{NackPolicy, RedeliveryBackoff};
 pub use unacked::UnackedTracker;
 
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use chunks::{DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES};
 pub use consumer_error::ConsumerError;
+pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
@@ -163,6 +167,8 @@ impl ConsumerBuilder {
             core,
             ack_receipts: self.ack_receipts,
             ack_group_time: self.ack_group_time,
+            crypto_failure_action: self.crypto_failure_action,
+            chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
         };
         let partitions = task::expand(&self.client, topics).await?;
@@ -235,7 +241,12 @@ impl Consumer {
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed;
-    /// [`ConsumerError::Lost`] if it lost its subscription for good.
+    /// [`ConsumerError::Lost`] if it lost its subscription for good;
+    /// [`ConsumerError::Unreadable`] in place of a message this consumer
+    /// cannot decode (encrypted, with [`CryptoFailureAction::Fail`], or
+    /// compressed with an unknown codec): that message is not acked and
+    /// stays in the subscription; the next `receive()` goes on with the
+    /// messages after it.
     pub async fn receive(&mut self) -> Result<Message, ConsumerError> {
         std::future::poll_fn(|cx| self.poll_receive(cx)).await
     }

@@ -110,6 +110,7 @@ impl Driver {
                     id,
                     generation: 0,
                     core,
+                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     lost: false,
@@ -168,6 +169,7 @@ impl Driver {
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
         sub.core.on_reconnect();
+        sub.chunks.restart();
         sub.generation += 1;
         if !sub.conn.is_closed() {
             // TOPIC_MIGRATED leaves the registration in place.
