@@ -7,7 +7,12 @@
 //! framed stream format. `MessageMetadata.uncompressed_size` carries the
 //! original length; it comes from the network, so it is checked against a
 //! limit before anything is allocated, and the output must be exactly that
-//! long. All four codecs are pure Rust.
+//! long. Nor is memory taken on the announcement's word: the block formats
+//! (LZ4, SNAPPY) are refused when their input is too short to expand that
+//! far, the stream formats (ZLIB, ZSTD) decode into a buffer that grows with
+//! what actually comes out, and a zstd frame whose window (the history the
+//! decoder reserves up front) exceeds what the limit needs is refused before
+//! decoding. All four codecs are pure Rust.
 //!
 //! # Examples
 //! ```
@@ -71,6 +76,27 @@ pub enum CompressionError {
         expected: usize,
         /// What came out (or `expected + 1` when more was there).
         actual: usize,
+    },
+    /// The payload is too short to expand to the announced size (LZ4 and
+    /// SNAPPY cannot grow more than a fixed ratio); nothing was allocated.
+    #[error("{codec:?} payload of {input} bytes cannot expand to the {size} bytes announced")]
+    Implausible {
+        /// The codec.
+        codec: Compression,
+        /// The compressed length.
+        input: usize,
+        /// The announced size.
+        size: usize,
+    },
+    /// A zstd frame asks for a window (history the decoder reserves up
+    /// front) larger than the limit allows, or holds more than one frame;
+    /// refused before decoding.
+    #[error("zstd frame asks for a window of {window} bytes, over the {max} allowed")]
+    WindowTooLarge {
+        /// The window the frame header asks for.
+        window: u64,
+        /// The largest window allowed (twice the size limit, at least 1 MiB).
+        max: u64,
     },
     /// The compressed bytes are not valid for the codec.
     #[error("corrupt {codec:?} payload: {source}")]
@@ -168,69 +194,149 @@ impl Compression {
                 max,
             });
         }
-        let mut out = vec![0u8; size];
-        let written = self.decompress_into(&input, &mut out)?;
-        if written != size {
+        let out = self.decompress_bounded(&input, size, max)?;
+        if out.len() != size {
             return Err(CompressionError::SizeMismatch {
                 codec: self,
                 expected: size,
-                actual: written,
+                actual: out.len(),
             });
         }
         Ok(out.into())
     }
 
-    /// Decompresses into `out` (sized to the announced length); returns the
-    /// bytes written, or `out.len() + 1` when the data holds more than that.
-    fn decompress_into(self, input: &[u8], out: &mut [u8]) -> Result<usize, CompressionError> {
+    /// Decompresses `input`, announced as `size` bytes (at most `max`);
+    /// returns what came out, or `size + 1` bytes when there is more.
+    fn decompress_bounded(
+        self,
+        input: &[u8],
+        size: usize,
+        max: usize,
+    ) -> Result<Vec<u8>, CompressionError> {
         let corrupt =
             |source: Box<dyn std::error::Error + Send + Sync>| CompressionError::Corrupt {
                 codec: self,
                 source,
             };
-        let too_small = out.len() + 1;
+        let implausible = || CompressionError::Implausible {
+            codec: self,
+            input: input.len(),
+            size,
+        };
         match self {
             // `decompress` returns `input` itself before getting here.
-            Self::None => Ok(0),
-            Self::Lz4 => match lz4_flex::block::decompress_into(input, out) {
-                Ok(n) => Ok(n),
-                Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => Ok(too_small),
-                Err(e) => Err(corrupt(e.into())),
-            },
-            Self::Zlib => {
-                let mut inflater = flate2::Decompress::new(true);
-                let status = inflater
-                    .decompress(input, out, flate2::FlushDecompress::Finish)
-                    .map_err(|e| corrupt(e.into()))?;
-                let written = inflater.total_out() as usize;
-                match status {
-                    flate2::Status::StreamEnd => Ok(written),
-                    // Output full but the stream goes on: more than announced.
-                    _ if written == out.len() => Ok(too_small),
-                    _ => Err(corrupt("zlib stream ends early".into())),
+            Self::None => Ok(input.to_vec()),
+            Self::Lz4 => {
+                if size > input.len().saturating_mul(LZ4_MAX_RATIO).saturating_add(16) {
+                    return Err(implausible());
                 }
+                let mut out = vec![0u8; size];
+                match lz4_flex::block::decompress_into(input, &mut out) {
+                    Ok(n) => out.truncate(n),
+                    Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
+                        out.push(0);
+                    }
+                    Err(e) => return Err(corrupt(e.into())),
+                }
+                Ok(out)
             }
-            Self::Zstd => match ruzstd::decoding::FrameDecoder::new().decode_all(input, out) {
-                Ok(n) => Ok(n),
-                Err(ruzstd::decoding::errors::FrameDecoderError::TargetTooSmall) => Ok(too_small),
-                Err(e) => Err(corrupt(e.into())),
-            },
+            Self::Zlib => read_at_most(flate2::read::ZlibDecoder::new(input), size)
+                .map_err(|e| corrupt(e.into())),
+            Self::Zstd => {
+                let window = zstd_window(input).map_err(|e| corrupt(e.into()))?;
+                // A compressor sizes the window to a power of two at least
+                // the content (or to its default, 128 KiB for ruzstd).
+                let allowed = (2 * max as u64).max(ZSTD_MIN_WINDOW_ALLOWED);
+                if window > allowed {
+                    return Err(CompressionError::WindowTooLarge {
+                        window,
+                        max: allowed,
+                    });
+                }
+                let mut rest = input;
+                let decoder = ruzstd::decoding::StreamingDecoder::new(&mut rest)
+                    .map_err(|e| corrupt(e.into()))?;
+                let out = read_at_most(decoder, size).map_err(|e| corrupt(e.into()))?;
+                if out.len() <= size && !rest.is_empty() {
+                    // A second frame would get a window of its own.
+                    return Err(corrupt("data after the zstd frame".into()));
+                }
+                Ok(out)
+            }
             Self::Snappy => {
                 let announced = snap::raw::decompress_len(input).map_err(|e| corrupt(e.into()))?;
-                if announced != out.len() {
-                    return Ok(announced.min(too_small));
+                if announced != size {
+                    return Ok(vec![0; announced.min(size + 1)]);
+                }
+                if size
+                    > input
+                        .len()
+                        .saturating_mul(SNAPPY_MAX_RATIO)
+                        .saturating_add(16)
+                {
+                    return Err(implausible());
                 }
                 snap::raw::Decoder::new()
-                    .decompress(input, out)
+                    .decompress_vec(input)
                     .map_err(|e| corrupt(e.into()))
             }
         }
     }
 }
 
+/// Windows up to this size pass whatever the limit (compressors use up to
+/// 1 MiB for small inputs by default).
+const ZSTD_MIN_WINDOW_ALLOWED: u64 = 1 << 20;
+/// The most an LZ4 block grows: one byte per 255 of a match's length.
+const LZ4_MAX_RATIO: usize = 255;
+/// The most a snappy block grows: a 3-byte copy writes at most 64 bytes.
+const SNAPPY_MAX_RATIO: usize = 22;
+
+/// Reads `reader` to its end or to `size + 1` bytes, whichever comes first,
+/// into a buffer that grows as bytes come.
+fn read_at_most(reader: impl std::io::Read, size: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    reader.take(size as u64 + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The window a zstd frame's header asks for (RFC 8878, 3.1.1.1): the
+/// history its decoder reserves before decoding a byte.
+///
+/// # Errors
+/// A reason, for input that does not start with a zstd frame header.
+fn zstd_window(input: &[u8]) -> Result<u64, &'static str> {
+    const MAGIC: u32 = 0xFD2F_B528;
+    let header = input.get(..5).ok_or("shorter than a zstd frame header")?;
+    if u32::from_le_bytes([header[0], header[1], header[2], header[3]]) != MAGIC {
+        return Err("not a zstd frame");
+    }
+    let descriptor = header[4];
+    let single_segment = descriptor & 0x20 != 0;
+    if !single_segment {
+        let window = *input.get(5).ok_or("zstd window descriptor missing")?;
+        let log = 10 + u32::from(window >> 3);
+        let base = 1u64 << log;
+        return Ok(base + (base / 8) * u64::from(window & 7));
+    }
+    // One segment: the window is the frame content size.
+    let dictionary_bytes = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let size_bytes = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+    let at = 5 + dictionary_bytes;
+    let field = input
+        .get(at..at + size_bytes)
+        .ok_or("zstd frame content size missing")?;
+    let mut le = [0u8; 8];
+    le[..size_bytes].copy_from_slice(field);
+    let size = u64::from_le_bytes(le);
+    Ok(if size_bytes == 2 { size + 256 } else { size })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fuzzing::{WINDOW_96_MIB, zstd_raw_frame};
 
     const ALL: [Compression; 4] = [
         Compression::Lz4,
@@ -328,6 +434,62 @@ mod tests {
                     "{codec:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_zstd_window_far_over_the_limit_is_refused_before_decoding() {
+        let frame = zstd_raw_frame(WINDOW_96_MIB, b"0123456789");
+        assert!(frame.len() < 30);
+        let err = Compression::Zstd
+            .decompress(frame.into(), 10, 5 << 20)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CompressionError::WindowTooLarge {
+                    window: 100_663_296,
+                    max: 10_485_760
+                }
+            ),
+            "{err}"
+        );
+        // The same frame with a 1 KiB window decodes.
+        let small = zstd_raw_frame(0, b"0123456789");
+        let out = Compression::Zstd.decompress(small.into(), 10, 5 << 20);
+        assert_eq!(&out.unwrap()[..], b"0123456789");
+    }
+
+    #[test]
+    fn a_second_zstd_frame_after_the_first_is_refused() {
+        let one = Compression::Zstd.compress(b"abc").unwrap();
+        let two = [&one[..], &one[..]].concat();
+        let err = Compression::Zstd
+            .decompress(two.into(), 6, 5 << 20)
+            .unwrap_err();
+        assert!(matches!(err, CompressionError::Corrupt { .. }), "{err}");
+    }
+
+    #[test]
+    fn block_formats_cannot_announce_more_than_their_input_can_hold() {
+        for codec in [Compression::Lz4, Compression::Snappy] {
+            let mut tiny = codec.compress(b"0123456789").unwrap().to_vec();
+            if codec == Compression::Snappy {
+                // Snappy carries the size too (a varint, here one byte):
+                // make it agree with the lie.
+                tiny.splice(0..1, [0x80, 0x80, 0x80, 0x02]);
+            }
+            let err = codec.decompress(tiny.into(), 4 << 20, 5 << 20).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    CompressionError::Implausible {
+                        size: 4_194_304,
+                        ..
+                    }
+                ),
+                "{codec:?}: {err}"
+            );
         }
     }
 

@@ -57,6 +57,7 @@
 //! - `tls`: `pulsar+ssl://` service URLs through rustls.
 //! - `cli`: the `pulsar-wire` command (brings `tls`).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod auth;
 pub mod client;

@@ -1,18 +1,24 @@
 //! Pure reconnect backoff: exponential from 100 ms to 60 s, with jitter.
 //!
 //! Producers and consumers ask it how long to wait before their next
-//! reconnect attempt, and reset it once an attempt succeeds. It never reads
+//! reconnect attempt. A success does not start the delays over by itself:
+//! only a link that then does some work (a receipt, a message) or stays up
+//! for [`STABLE`] does, so a broker that closes every re-created producer or
+//! consumer at once (a CLOSE_* ping-pong) meets growing delays instead of a
+//! reconnect every 100 ms. It never reads
 //! the clock and never sleeps; the jitter source is injected so tests see
 //! exact numbers, while the default one spreads clients that lost the same
 //! broker at the same moment (no thundering herd on its restart).
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The first delay after a success.
 pub(crate) const INITIAL: Duration = Duration::from_millis(100);
 /// The longest delay.
 pub(crate) const MAX: Duration = Duration::from_secs(60);
+/// How long a link must stay up before losing it starts the delays over.
+pub(crate) const STABLE: Duration = Duration::from_secs(10);
 /// How much of a delay the jitter may take off (a tenth, as the Java client).
 const JITTER_SHARE: f64 = 0.1;
 
@@ -26,6 +32,10 @@ pub(crate) struct Backoff {
     next: Duration,
     attempts: u32,
     jitter: Jitter,
+    /// When the link last came up, while it is up.
+    up_since: Option<Instant>,
+    /// Whether the link did some work since it came up.
+    worked: bool,
 }
 
 impl fmt::Debug for Backoff {
@@ -33,6 +43,7 @@ impl fmt::Debug for Backoff {
         f.debug_struct("Backoff")
             .field("next", &self.next)
             .field("attempts", &self.attempts)
+            .field("up_since", &self.up_since)
             .finish_non_exhaustive()
     }
 }
@@ -54,6 +65,8 @@ impl Backoff {
             next: initial,
             attempts: 0,
             jitter,
+            up_since: None,
+            worked: false,
         }
     }
 
@@ -61,7 +74,7 @@ impl Backoff {
     /// `max`); the one after it doubles.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let base = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         self.attempts = self.attempts.saturating_add(1);
         let fraction = (self.jitter)().clamp(0.0, 1.0);
         let cut = base.mul_f64(JITTER_SHARE * fraction);
@@ -77,6 +90,29 @@ impl Backoff {
     pub(crate) fn reset(&mut self) {
         self.next = self.initial;
         self.attempts = 0;
+    }
+
+    /// The link came up at `now` (an attempt succeeded). The delays start
+    /// over only if it stays up for [`STABLE`] (see [`down`](Self::down)).
+    pub(crate) const fn up(&mut self, now: Instant) {
+        self.up_since = Some(now);
+        self.worked = false;
+    }
+
+    /// The link did some work (the broker answered a send, say): losing it
+    /// starts the delays over.
+    pub(crate) const fn worked(&mut self) {
+        self.worked = true;
+    }
+
+    /// The link went down at `now`: after some work or [`STABLE`] up, the
+    /// next delay is `initial` again; after neither, the delays keep growing.
+    pub(crate) fn down(&mut self, now: Instant) {
+        if let Some(since) = self.up_since.take() {
+            if self.worked || now.saturating_duration_since(since) >= STABLE {
+                self.reset();
+            }
+        }
     }
 }
 
@@ -135,6 +171,15 @@ mod tests {
     }
 
     #[test]
+    fn a_max_of_duration_max_never_overflows() {
+        let mut b = Backoff::new(Duration::MAX / 3, Duration::MAX, no_jitter());
+        for _ in 0..4 {
+            b.next_delay();
+        }
+        assert_eq!(b.next_delay(), Duration::MAX);
+    }
+
+    #[test]
     fn reset_after_success_starts_over() {
         let mut b = Backoff::new(INITIAL, MAX, no_jitter());
         for _ in 0..5 {
@@ -158,6 +203,47 @@ mod tests {
         // Out-of-range fractions are clamped to [0, 1].
         assert_eq!(b.next_delay(), ms(360));
         assert_eq!(b.next_delay(), ms(800));
+    }
+
+    #[test]
+    fn a_link_that_drops_at_once_keeps_the_delays_growing() {
+        let t0 = crate::clock::now();
+        let mut b = Backoff::new(INITIAL, MAX, no_jitter());
+        let mut now = t0;
+        let mut delays = Vec::new();
+        for _ in 0..5 {
+            let delay = b.next_delay();
+            delays.push(delay);
+            now += delay;
+            b.up(now);
+            // Closed by the broker right after the re-create.
+            now += ms(5);
+            b.down(now);
+        }
+        assert_eq!(delays, [ms(100), ms(200), ms(400), ms(800), ms(1600)]);
+    }
+
+    #[test]
+    fn a_link_that_stayed_up_starts_the_delays_over() {
+        let t0 = crate::clock::now();
+        let mut b = Backoff::new(INITIAL, MAX, no_jitter());
+        for _ in 0..4 {
+            b.next_delay();
+        }
+        b.up(t0);
+        b.down(t0 + STABLE - ms(1));
+        assert_eq!(b.next_delay(), ms(1600), "up too briefly: still growing");
+        b.up(t0 + STABLE);
+        b.down(t0 + STABLE * 2);
+        assert_eq!(b.next_delay(), ms(100));
+        // Down twice without an up in between changes nothing more.
+        b.down(t0 + STABLE * 3);
+        assert_eq!(b.next_delay(), ms(200));
+        // Up briefly, but it did some work: starts over too.
+        b.up(t0 + STABLE * 4);
+        b.worked();
+        b.down(t0 + STABLE * 4 + ms(1));
+        assert_eq!(b.next_delay(), ms(100));
     }
 
     #[test]

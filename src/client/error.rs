@@ -113,6 +113,16 @@ pub enum ClientError {
         /// Why the URL is unusable (carries the URL).
         source: Box<Self>,
     },
+    /// A plaintext (`pulsar://`) broker address for a client whose service
+    /// URL is `pulsar+ssl://`: refused before any byte is sent, so neither
+    /// credentials nor messages ever travel in the clear.
+    #[error(
+        "refused a plaintext connection to {url}: the service URL is pulsar+ssl:// and TLS never downgrades"
+    )]
+    PlaintextRefused {
+        /// The plaintext URL that was refused.
+        url: String,
+    },
     /// The client was closed.
     #[error("the client is closed")]
     Closed,

@@ -100,19 +100,16 @@ impl Client {
     /// The connection a producer or consumer of `topic` reconnects on: to
     /// the broker the broker named (CLOSE_PRODUCER / CLOSE_CONSUMER /
     /// TOPIC_MIGRATED carry its URLs; the one of this client's scheme is
-    /// used), or found by a fresh lookup when it named none. Behind a
-    /// Pulsar proxy the named broker is reached through the proxy, as
-    /// lookups reach owners, since the client may not reach it otherwise.
+    /// used, and only if it has that scheme), or found by a fresh lookup
+    /// when it named none. Behind a Pulsar proxy the named broker is
+    /// reached through the proxy, as lookups reach owners, since the client
+    /// may not reach it otherwise.
     pub(crate) async fn reconnect_to(
         &self,
         topic: &TopicName,
         hint: Option<&crate::connection::BrokerHint>,
     ) -> Result<Connection, ClientError> {
-        let named = hint.and_then(|h| match self.inner.service.is_tls() {
-            true => h.broker_url_tls.as_deref(),
-            false => h.broker_url.as_deref(),
-        });
-        match named.filter(|url| !url.is_empty()) {
+        match hint.and_then(|h| h.url_for(self.inner.service.is_tls())) {
             Some(url) => {
                 let broker = BrokerAddress::from_url(url)?;
                 let physical = match self.inner.behind_proxy.load(Ordering::Relaxed) {
@@ -159,6 +156,7 @@ pub struct ClientBuilder {
     connections_per_broker: usize,
     connector: Option<Arc<dyn Connector>>,
     memory_limit: usize,
+    max_message_size: usize,
     auth: Option<Arc<dyn Authentication>>,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
@@ -174,6 +172,7 @@ impl Default for ClientBuilder {
             connections_per_broker: 1,
             connector: None,
             memory_limit: crate::producer::DEFAULT_MEMORY_LIMIT,
+            max_message_size: crate::wire::DEFAULT_MAX_MESSAGE_SIZE,
             auth: None,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
@@ -225,6 +224,17 @@ impl ClientBuilder {
     /// Default 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
+        self
+    }
+
+    /// The largest message the client accepts from a broker: a frame over
+    /// the smaller of this and the broker's own `max_message_size` (plus
+    /// 10 KiB for command and metadata) ends the connection before its
+    /// bytes are read, and a payload that decompresses past it is refused.
+    /// A broker cannot raise it. Default 5 MiB (the broker's default):
+    /// raise it for brokers configured to take larger messages.
+    pub const fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
         self
     }
 
@@ -345,9 +355,13 @@ impl ClientBuilder {
                 return Err(invalid(option, "must be longer than zero").into());
             }
         }
+        if self.max_message_size < 1024 {
+            return Err(invalid("max_message_size", "must be at least 1 KiB").into());
+        }
         let mut options = ConnectionOptions::default()
             .operation_timeout(self.operation_timeout)
-            .keepalive_interval(self.keepalive_interval);
+            .keepalive_interval(self.keepalive_interval)
+            .max_message_size(self.max_message_size);
         if let Some(auth) = self.auth {
             options = options.shared_authentication(auth);
         }
@@ -365,6 +379,7 @@ impl ClientBuilder {
             options,
             connection_timeout: self.connection_timeout,
             connections_per_broker: self.connections_per_broker,
+            require_tls: service.is_tls(),
             #[cfg(feature = "tls")]
             tls,
         });

@@ -52,6 +52,8 @@ pub(crate) struct PoolConfig {
     pub(crate) options: ConnectionOptions,
     pub(crate) connection_timeout: Duration,
     pub(crate) connections_per_broker: usize,
+    /// Refuse every plaintext address (the service URL is `pulsar+ssl://`).
+    pub(crate) require_tls: bool,
     /// TLS for `pulsar+ssl://` addresses (set when the service URL is one).
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<super::tls::Tls>,
@@ -93,12 +95,18 @@ impl Pool {
     }
 
     /// A live connection to `logical` through `physical`: a pooled one, the
-    /// outcome of an attempt already under way, or a new attempt.
+    /// outcome of an attempt already under way, or a new attempt. A TLS
+    /// client's pool refuses plaintext addresses before opening anything.
     pub(crate) async fn get(
         &self,
         logical: &BrokerAddress,
         physical: &BrokerAddress,
     ) -> Result<Connection, ClientError> {
+        if self.inner.config.require_tls {
+            if let Some(plain) = [logical, physical].into_iter().find(|a| !a.is_tls()) {
+                return Err(ClientError::PlaintextRefused { url: plain.url() });
+            }
+        }
         let per_broker = self.inner.config.connections_per_broker;
         let slot = match per_broker {
             0 | 1 => 0,
@@ -303,4 +311,49 @@ async fn open(config: &PoolConfig, key: &Key) -> Result<Connection, ClientError>
             .proxy_to_broker_url(key.logical.to_string());
     }
     Connection::connect(io, options).await.map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Counts connect attempts and refuses them all.
+    #[derive(Debug, Default)]
+    struct Counting(AtomicUsize);
+
+    impl super::super::Connector for Arc<Counting> {
+        fn connect(
+            &self,
+            _: &BrokerAddress,
+        ) -> BoxFuture<'static, std::io::Result<Box<dyn BrokerStream>>> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async { Err(std::io::ErrorKind::ConnectionRefused.into()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tls_pool_refuses_plaintext_before_opening_anything() {
+        let attempts = Arc::new(Counting::default());
+        let pool = Pool::new(PoolConfig {
+            connector: Arc::new(attempts.clone()),
+            options: ConnectionOptions::default(),
+            connection_timeout: Duration::from_secs(1),
+            connections_per_broker: 1,
+            require_tls: true,
+            #[cfg(feature = "tls")]
+            tls: None,
+        });
+        let plain = BrokerAddress::new("b", 6650);
+        let tls = BrokerAddress::new("proxy", 6651).with_tls(true);
+        for (logical, physical) in [(&plain, &plain), (&plain, &tls), (&tls, &plain)] {
+            let refused = pool.get(logical, physical).await;
+            assert!(
+                matches!(&refused, Err(ClientError::PlaintextRefused { url }) if url == "pulsar://b:6650"),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(attempts.0.load(Ordering::Relaxed), 0, "no socket opened");
+    }
 }

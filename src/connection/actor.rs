@@ -8,7 +8,10 @@
 //! is written as the socket accepts it, so a slow broker never stops the
 //! actor from reading; while the buffer is above a high-water mark the lanes
 //! are not read, which pushes back on the handles. The sixth is fresh
-//! credentials being fetched to answer an AUTH_CHALLENGE.
+//! credentials being fetched to answer an AUTH_CHALLENGE. A socket that
+//! takes none of the queued bytes for an operation timeout ends the
+//! connection ([`ConnectionError::WriteStalled`]), even while the broker
+//! keeps sending (which keeps the keepalive content).
 //!
 //! Only the loop awaits. What happens on a command, a frame or a tick is
 //! decided by plain functions over [`Core`] and the pure [`Router`] and
@@ -36,6 +39,7 @@ use super::{ConnectionError, ConnectionOptions};
 use crate::auth::{self, AuthError};
 use crate::clock;
 use crate::codec::PulsarCodec;
+use crate::ids::ConsumerId;
 use crate::proto::BaseCommand;
 use crate::wire::commands::AuthPayload;
 use crate::wire::{self, Frame, FrameError, commands};
@@ -57,6 +61,10 @@ pub(crate) struct Core {
     pub(crate) options: ConnectionOptions,
     /// Encoded frames not yet written to the socket.
     pub(crate) out: BytesMut,
+    /// Since when bytes have waited for the socket without any being
+    /// taken (`None` while nothing waits, or the last write made progress
+    /// and nothing is left).
+    pub(crate) stalled_since: Option<Instant>,
     /// Fresh credentials being fetched to answer an AUTH_CHALLENGE.
     pub(crate) pending_auth: Option<PendingAuth>,
 }
@@ -71,6 +79,7 @@ impl Core {
             keepalive: Keepalive::new(now, options.keepalive_interval),
             options,
             out: BytesMut::new(),
+            stalled_since: None,
             pending_auth: None,
         }
     }
@@ -82,9 +91,24 @@ impl Core {
     /// The earliest moment a timer has something to do.
     fn next_deadline(&self) -> Instant {
         let keepalive = self.keepalive.next_deadline();
-        self.router
-            .next_deadline()
-            .map_or(keepalive, |request| request.min(keepalive))
+        let write = self
+            .stalled_since
+            .map(|since| clock::after(since, self.options.operation_timeout));
+        [self.router.next_deadline(), write]
+            .into_iter()
+            .flatten()
+            .fold(keepalive, Instant::min)
+    }
+
+    /// Notes the state of the output after a write of `written` bytes (or
+    /// none) at `now`: a write that made progress restarts the stall clock,
+    /// bytes left waiting start it.
+    pub(crate) fn on_output(&mut self, now: Instant, written: usize) {
+        if self.out.is_empty() {
+            self.stalled_since = None;
+        } else if written > 0 || self.stalled_since.is_none() {
+            self.stalled_since = Some(now);
+        }
     }
 }
 
@@ -111,6 +135,10 @@ pub(crate) fn handle_command(
             }
         },
         Command::Control(command) => {
+            if let Some(flow) = &command.flow {
+                core.router
+                    .on_flow(ConsumerId(flow.consumer_id), flow.message_permits);
+            }
             if let Err(e) = core.write_command(&command) {
                 let kind = command.r#type().as_str_name();
                 warn!(command = kind, error = %e, "control command could not be encoded");
@@ -125,12 +153,19 @@ pub(crate) fn handle_command(
     None
 }
 
-/// Handles one frame from the broker.
-pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
+/// Handles one frame from the broker; an error (a protocol violation) ends
+/// the connection.
+pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) -> Result<(), ConnectionError> {
     core.keepalive.on_activity();
     trace!(command = frame.command.r#type().as_str_name(), "received");
     let answer = match core.router.on_inbound(frame) {
-        Reaction::None => return,
+        Reaction::None => return Ok(()),
+        Reaction::PermitsExceeded { consumer } => {
+            warn!(%consumer, "broker ignores flow control: dropping the connection");
+            return Err(ConnectionError::PermitsExceeded {
+                consumer: consumer.0,
+            });
+        }
         Reaction::SendPong => commands::pong(),
         Reaction::AnswerAuthChallenge => {
             debug!("answering AUTH_CHALLENGE");
@@ -139,7 +174,7 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
                 Some(auth) => {
                     core.pending_auth =
                         Some(Box::pin(async move { auth::fetch(auth.as_ref()).await }));
-                    return;
+                    return Ok(());
                 }
                 None => challenge_answer(None),
             }
@@ -148,6 +183,7 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) {
     if let Err(e) = core.write_command(&answer) {
         warn!(error = %e, "answer could not be encoded");
     }
+    Ok(())
 }
 
 /// Answers the AUTH_CHALLENGE with the fetched credentials; a provider
@@ -171,9 +207,17 @@ async fn credentials(slot: &mut Option<PendingAuth>) -> Result<AuthPayload, Auth
     fetched
 }
 
-/// Expires requests and runs the keepalive; an error ends the connection.
+/// Expires requests, runs the keepalive and checks that the socket takes
+/// what is queued; an error ends the connection.
 pub(crate) fn handle_tick(core: &mut Core, now: Instant) -> Result<(), ConnectionError> {
     core.router.expire(now);
+    let after = core.options.operation_timeout;
+    if core
+        .stalled_since
+        .is_some_and(|since| now >= clock::after(since, after))
+    {
+        return Err(ConnectionError::WriteStalled { after });
+    }
     match core.keepalive.on_tick(now) {
         None => Ok(()),
         Some(keepalive::Action::SendPing) => {
@@ -222,6 +266,7 @@ pub(crate) async fn run<R, W>(
     tokio::pin!(timer);
 
     let err = loop {
+        core.on_output(clock::now(), 0);
         if let Err(e) = handle_tick(&mut core, clock::now()) {
             break e;
         }
@@ -236,12 +281,19 @@ pub(crate) async fn run<R, W>(
                 match written {
                     Ok(0) => break io::Error::from(io::ErrorKind::WriteZero).into(),
                     Ok(FLUSHED) => unflushed = false,
-                    Ok(_) => unflushed = true,
+                    Ok(n) => {
+                        unflushed = true;
+                        core.on_output(clock::now(), n);
+                    }
                     Err(e) => break e.into(),
                 }
             },
             read = reader.next() => match read {
-                Some(Ok(frame)) => handle_inbound(&mut core, frame),
+                Some(Ok(frame)) => {
+                    if let Err(e) = handle_inbound(&mut core, frame) {
+                        break e;
+                    }
+                }
                 Some(Err(e)) => break e.into(),
                 None => break ConnectionError::Disconnected,
             },

@@ -53,6 +53,21 @@ pub enum ConnectionError {
         /// The keepalive interval in force.
         interval: Duration,
     },
+    /// The broker took none of the bytes queued for it for a whole
+    /// operation timeout (it keeps sending, say, but stopped reading).
+    #[error("the broker took no bytes for {after:?}; connection declared dead")]
+    WriteStalled {
+        /// The operation timeout in force.
+        after: Duration,
+    },
+    /// The broker sent a consumer more entries than it granted permits
+    /// (FLOW): it ignores flow control, so the connection is dropped before
+    /// the consumer's buffer grows without bound.
+    #[error("broker sent consumer {consumer} an entry beyond its permits; connection dropped")]
+    PermitsExceeded {
+        /// The consumer id on this connection.
+        consumer: u64,
+    },
     /// The broker answered with a command that does not fit the request
     /// (during the handshake, or a response of the wrong kind).
     #[error("broker answered {op} with an unexpected {got}")]
@@ -195,6 +210,8 @@ impl ConnectionError {
                 | Self::Io(_)
                 | Self::Frame(_)
                 | Self::KeepaliveExpired { .. }
+                | Self::WriteStalled { .. }
+                | Self::PermitsExceeded { .. }
                 | Self::Auth(_)
                 | Self::Tls { .. }
                 | Self::Closed

@@ -59,6 +59,29 @@ pub struct BrokerHint {
     pub broker_url_tls: Option<String>,
 }
 
+impl BrokerHint {
+    /// The URL a client on TLS (`tls`) or plaintext follows: the field of
+    /// its scheme, and only if that URL really has the scheme. A hint that
+    /// would take a TLS client to plaintext (or the reverse) names nothing,
+    /// so the caller looks the topic up instead.
+    pub(crate) fn url_for(&self, tls: bool) -> Option<&str> {
+        let (url, scheme) = match tls {
+            true => (self.broker_url_tls.as_deref(), "pulsar+ssl://"),
+            false => (self.broker_url.as_deref(), "pulsar://"),
+        };
+        let url = url.filter(|url| !url.is_empty())?;
+        if url.starts_with(scheme) {
+            return Some(url);
+        }
+        tracing::warn!(
+            url,
+            expected = scheme,
+            "broker hint of the wrong scheme ignored; looking the topic up instead"
+        );
+        None
+    }
+}
+
 /// What a connection tells a registered producer.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -124,4 +147,30 @@ pub enum ConsumerEvent {
     TopicMigrated(BrokerHint),
     /// The connection died; every registration is gone and no more events follow.
     ConnectionLost(ConnectionError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BrokerHint;
+
+    fn hint(plain: &str, tls: &str) -> BrokerHint {
+        BrokerHint {
+            broker_url: Some(plain.into()),
+            broker_url_tls: Some(tls.into()),
+        }
+    }
+
+    #[test]
+    fn a_hint_is_followed_only_in_the_clients_own_scheme() {
+        let good = hint("pulsar://b:6650", "pulsar+ssl://b:6651");
+        assert_eq!(good.url_for(true), Some("pulsar+ssl://b:6651"));
+        assert_eq!(good.url_for(false), Some("pulsar://b:6650"));
+        // A plaintext URL in the TLS field never leads a TLS client there.
+        let downgrade = hint("pulsar://b:6650", "pulsar://b:6650");
+        assert_eq!(downgrade.url_for(true), None);
+        let upgrade = hint("pulsar+ssl://b:6651", "");
+        assert_eq!(upgrade.url_for(false), None);
+        assert_eq!(upgrade.url_for(true), None, "empty names nothing");
+        assert_eq!(BrokerHint::default().url_for(true), None);
+    }
 }

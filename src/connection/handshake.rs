@@ -119,9 +119,11 @@ where
             op: "CONNECT",
             after: options.operation_timeout,
         }))?;
+    // The broker can lower the ceiling on what it sends, never raise it.
+    let receive = connected.max_message_size.min(options.max_message_size);
     reader
         .decoder_mut()
-        .set_max_frame(wire::max_frame_size_for(connected.max_message_size));
+        .set_max_frame(wire::max_frame_size_for(receive));
     Ok(connected)
 }
 

@@ -26,6 +26,13 @@ pub(crate) enum Reaction {
     SendPong,
     /// The broker sent AUTH_CHALLENGE: answer with AUTH_RESPONSE.
     AnswerAuthChallenge,
+    /// The broker sent consumer `consumer` an entry it held no permit for:
+    /// it ignores flow control, so the connection must end before the
+    /// consumer's buffer grows without bound.
+    PermitsExceeded {
+        /// The consumer flooded.
+        consumer: ConsumerId,
+    },
 }
 
 impl Router {
@@ -60,7 +67,7 @@ impl Router {
             | Type::ActiveConsumerChange
             | Type::ReachedEndOfTopic
             | Type::TopicMigrated => self.on_notification(command),
-            Type::Message => self.on_message(command, payload),
+            Type::Message => return self.on_message(command, payload),
             other => debug!(command = other.as_str_name(), "unhandled command ignored"),
         }
         Reaction::None
@@ -83,6 +90,7 @@ impl Router {
                         request = b.request_id,
                         "producer queued for exclusive access"
                     );
+                    self.hold(RequestId(b.request_id));
                     return;
                 }
                 (b.request_id, Ok(Response::ProducerSuccess(*b)))
@@ -213,12 +221,17 @@ impl Router {
         }
     }
 
-    fn on_message(&mut self, c: BaseCommand, payload: Option<Payload>) {
-        let Some(b) = c.message else { return };
+    fn on_message(&mut self, c: BaseCommand, payload: Option<Payload>) -> Reaction {
+        let Some(b) = c.message else {
+            return Reaction::None;
+        };
         let id = ConsumerId(b.consumer_id);
+        if !self.take_permit(id) {
+            return Reaction::PermitsExceeded { consumer: id };
+        }
         let Some(payload) = payload else {
             warn!(consumer = %id, "MESSAGE without payload ignored");
-            return;
+            return Reaction::None;
         };
         let event = ConsumerEvent::Message {
             message_id: MessageId::from_proto(&b.message_id),
@@ -228,5 +241,6 @@ impl Router {
             payload,
         };
         self.deliver_to_consumer(id, "MESSAGE", event, false);
+        Reaction::None
     }
 }

@@ -85,6 +85,8 @@ struct Inner {
     /// `Some(error)` once the actor has ended.
     state: watch::Receiver<Option<ConnectionError>>,
     max_message_size: usize,
+    /// The smaller of the broker's and this side's limit.
+    max_receive_size: usize,
 }
 
 impl fmt::Debug for Connection {
@@ -112,7 +114,8 @@ impl Connection {
         let id = ConnectionId(NEXT_ID.fetch_add(1, Ordering::Relaxed));
         let span = info_span!("connection", id = %id, peer = %options.peer);
         let (read_half, mut writer) = tokio::io::split(io);
-        let mut reader = FramedRead::new(read_half, PulsarCodec::default());
+        let max_frame = wire::max_frame_size_for(options.max_message_size);
+        let mut reader = FramedRead::new(read_half, PulsarCodec::with_max_frame(max_frame));
         let connected = handshake::handshake(&mut reader, &mut writer, &options)
             .instrument(span.clone())
             .await?;
@@ -129,6 +132,7 @@ impl Connection {
         let (data_tx, data_rx) = mpsc::channel(options.data_lane_capacity);
         let (state_tx, state_rx) = watch::channel(None);
         let peer = options.peer.clone();
+        let max_receive = options.max_message_size;
         let core = actor::Core::new(clock::now(), options);
         let lanes = actor::Lanes {
             control: control_rx,
@@ -144,6 +148,7 @@ impl Connection {
                 next_request: AtomicU64::new(0),
                 state: state_rx,
                 max_message_size: connected.max_message_size,
+                max_receive_size: connected.max_message_size.min(max_receive),
             }),
         })
     }
@@ -241,9 +246,11 @@ impl Connection {
     ///
     /// The mailbox is unbounded so a slow consumer never blocks the actor
     /// (and every other consumer on the connection). Its bound is flow
-    /// control: the broker sends no more messages than the FLOW permits the
-    /// consumer granted, so it holds at most the consumer's receiver queue
-    /// plus a few notifications. If the connection dies the mailbox gets
+    /// control, enforced here: the connection counts the FLOW permits sent
+    /// for `id` and the entries received for it, and a broker that sends an
+    /// entry past them ends the connection
+    /// ([`ConnectionError::PermitsExceeded`]). So it holds at most the
+    /// consumer's receiver queue plus a few notifications. If the connection dies the mailbox gets
     /// [`ConsumerEvent::ConnectionLost`].
     ///
     /// # Errors
@@ -290,6 +297,13 @@ impl Connection {
     /// `max_message_size`, or 5 MiB when it sent none).
     pub fn max_message_size(&self) -> usize {
         self.inner.max_message_size
+    }
+
+    /// The largest message accepted from the broker: the smaller of its
+    /// `max_message_size` and [`ConnectionOptions::max_message_size`].
+    /// Frames and decompressed payloads past it are refused.
+    pub fn max_receive_size(&self) -> usize {
+        self.inner.max_receive_size
     }
 
     /// Whether the connection has ended (failed or closed).

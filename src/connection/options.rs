@@ -26,6 +26,8 @@ pub struct ConnectionOptions {
     pub(crate) auth: Option<Arc<dyn Authentication>>,
     pub(crate) proxy_to_broker_url: Option<String>,
     pub(crate) data_lane_capacity: usize,
+    /// The largest message accepted from the broker, whatever it announces.
+    pub(crate) max_message_size: usize,
     /// The peer's address, for logs only.
     pub(crate) peer: String,
 }
@@ -38,6 +40,7 @@ impl Default for ConnectionOptions {
             auth: None,
             proxy_to_broker_url: None,
             data_lane_capacity: 1000,
+            max_message_size: crate::wire::DEFAULT_MAX_MESSAGE_SIZE,
             peer: String::from("unnamed"),
         }
     }
@@ -102,6 +105,18 @@ impl ConnectionOptions {
         self
     }
 
+    /// The largest message this side accepts from the broker. Frames
+    /// longer than the smaller of this and the broker's CONNECTED
+    /// `max_message_size`, plus 10 KiB for command and metadata, end the
+    /// connection before their bytes are read, and payloads that
+    /// decompress past it are refused. A broker cannot raise it. Default
+    /// 5 MiB (the broker's default); at least 1 KiB.
+    #[must_use]
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes.max(1024);
+        self
+    }
+
     /// A name for the peer in logs (the client sets the broker address).
     #[must_use]
     pub fn peer_name(mut self, name: impl Into<String>) -> Self {
@@ -112,6 +127,12 @@ impl ConnectionOptions {
     /// The operation timeout in force.
     pub const fn get_operation_timeout(&self) -> Duration {
         self.operation_timeout
+    }
+
+    /// The largest message accepted from the broker, before CONNECTED
+    /// lowers it (see [`max_message_size`](Self::max_message_size)).
+    pub const fn get_max_message_size(&self) -> usize {
+        self.max_message_size
     }
 
     /// The keepalive interval in force.

@@ -22,7 +22,9 @@ use crate::proto::ServerError;
 
 struct Pending {
     op: &'static str,
-    deadline: Instant,
+    /// `None` once the broker said the answer will take as long as it takes
+    /// (a producer queued for exclusive access).
+    deadline: Option<Instant>,
     reply: Reply,
 }
 
@@ -35,6 +37,12 @@ pub(crate) struct Router {
     deadlines: BTreeSet<(Instant, RequestId)>,
     producers: HashMap<ProducerId, ProducerMailbox>,
     consumers: HashMap<ConsumerId, ConsumerMailbox>,
+    /// Per registered consumer: FLOW permits granted minus entries
+    /// received. Every entry costs a compliant broker at least one permit,
+    /// so below zero the broker is sending what nobody asked for.
+    permits: HashMap<ConsumerId, i64>,
+    /// Frames for ids nobody registered, so far (a warning per power of two).
+    strays: u64,
 }
 
 /// A broker answer before it is matched to its request's `op`.
@@ -49,6 +57,8 @@ impl Router {
             deadlines: BTreeSet::new(),
             producers: HashMap::new(),
             consumers: HashMap::new(),
+            permits: HashMap::new(),
+            strays: 0,
         }
     }
 
@@ -60,20 +70,39 @@ impl Router {
         op: &'static str,
         reply: Reply,
     ) {
-        let deadline = now + self.timeout;
+        let deadline = crate::clock::after(now, self.timeout);
         if let Some(old) = self.pending.insert(
             id,
             Pending {
                 op,
-                deadline,
+                deadline: Some(deadline),
                 reply,
             },
         ) {
             // Ids come from a counter that never repeats; keep the newer waiter.
             warn!(request = %id, op, "request id reused; the earlier waiter is dropped");
-            self.deadlines.remove(&(old.deadline, id));
+            if let Some(old) = old.deadline {
+                self.deadlines.remove(&(old, id));
+            }
         }
         self.deadlines.insert((deadline, id));
+    }
+
+    /// Request `id` got a first answer that says the real one comes later,
+    /// with no time limit (PRODUCER_SUCCESS with `producer_ready` false: the
+    /// producer waits for exclusive access). It no longer times out; its
+    /// waiter withdraws it by closing the producer.
+    /// Only a PRODUCER request is held: a broker cannot take another
+    /// request off its timeout this way.
+    pub(crate) fn hold(&mut self, id: RequestId) {
+        let deadline = self
+            .pending
+            .get_mut(&id)
+            .filter(|p| p.op == "PRODUCER")
+            .and_then(|p| p.deadline.take());
+        if let Some(deadline) = deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
     }
 
     /// Routes producer events for `id` to `mailbox` (replacing an earlier one).
@@ -84,6 +113,27 @@ impl Router {
     /// Routes consumer events for `id` to `mailbox` (replacing an earlier one).
     pub(crate) fn register_consumer(&mut self, id: ConsumerId, mailbox: ConsumerMailbox) {
         self.consumers.insert(id, mailbox);
+        self.permits.insert(id, 0);
+    }
+
+    /// A FLOW granting `permits` to consumer `id` went out.
+    pub(crate) fn on_flow(&mut self, id: ConsumerId, permits: u32) {
+        if let Some(outstanding) = self.permits.get_mut(&id) {
+            *outstanding += i64::from(permits);
+        }
+    }
+
+    /// An entry for consumer `id` came in: takes a permit; `false` once the
+    /// broker is past what it was granted (a protocol violation).
+    pub(super) fn take_permit(&mut self, id: ConsumerId) -> bool {
+        match self.permits.get_mut(&id) {
+            Some(outstanding) => {
+                *outstanding -= 1;
+                *outstanding >= 0
+            }
+            // Unknown ids are dropped on delivery.
+            None => true,
+        }
     }
 
     /// Stops routing to producer `id`.
@@ -94,6 +144,7 @@ impl Router {
     /// Stops routing to consumer `id`.
     pub(crate) fn unregister_consumer(&mut self, id: ConsumerId) {
         self.consumers.remove(&id);
+        self.permits.remove(&id);
     }
 
     /// Requests waiting for an answer.
@@ -140,6 +191,7 @@ impl Router {
         for (_, mailbox) in self.consumers.drain() {
             let _ = mailbox.send(ConsumerEvent::ConnectionLost(err.clone()));
         }
+        self.permits.clear();
     }
 
     /// Hands `outcome` to the waiter of request `id`, if it still waits.
@@ -148,7 +200,9 @@ impl Router {
             debug!(request = %id, "answer to an unknown or timed-out request dropped");
             return;
         };
-        self.deadlines.remove(&(p.deadline, id));
+        if let Some(deadline) = p.deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
         let result = outcome.map_err(|(code, message)| ConnectionError::Server {
             op: p.op,
             code,
@@ -167,7 +221,8 @@ impl Router {
         event: ProducerEvent,
         last: bool,
     ) {
-        deliver(&mut self.producers, id, "producer", what, event, last);
+        let stray = deliver(&mut self.producers, id, "producer", what, event, last);
+        self.count_stray(stray, "producer", what);
     }
 
     pub(super) fn deliver_to_consumer(
@@ -177,12 +232,37 @@ impl Router {
         event: ConsumerEvent,
         last: bool,
     ) {
-        deliver(&mut self.consumers, id, "consumer", what, event, last);
+        let stray = deliver(&mut self.consumers, id, "consumer", what, event, last);
+        self.count_stray(stray, "consumer", what);
+        if !self.consumers.contains_key(&id) {
+            self.permits.remove(&id);
+        }
+    }
+}
+
+impl Router {
+    /// Counts a frame for an unknown id (`stray`); warns on the 1st, 2nd,
+    /// 4th, 8th… of the connection, so a broker sending them by the
+    /// thousand cannot flood the log.
+    fn count_stray(&mut self, stray: bool, owner: &str, what: &str) {
+        if !stray {
+            return;
+        }
+        self.strays += 1;
+        if self.strays.is_power_of_two() {
+            warn!(
+                owner,
+                command = what,
+                so_far = self.strays,
+                "frames for unknown ids ignored (warned at each power of two)"
+            );
+        }
     }
 }
 
 /// Delivers `event` to the mailbox of `id`; `last` ends the registration
-/// after it, and so does a mailbox whose receiver is gone.
+/// after it, and so does a mailbox whose receiver is gone. Returns true if
+/// nobody is registered under `id` (the event is dropped).
 fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     mailboxes: &mut HashMap<K, mpsc::UnboundedSender<E>>,
     id: K,
@@ -190,10 +270,10 @@ fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     what: &str,
     event: E,
     last: bool,
-) {
+) -> bool {
     let Some(mailbox) = mailboxes.get(&id) else {
-        warn!(id = %id, owner, command = what, "for an unknown id: ignored");
-        return;
+        debug!(id = %id, owner, command = what, "for an unknown id: ignored");
+        return true;
     };
     let gone = mailbox.send(event).is_err();
     if gone {
@@ -202,6 +282,7 @@ fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
     if gone || last {
         mailboxes.remove(&id);
     }
+    false
 }
 
 #[cfg(test)]

@@ -212,6 +212,7 @@ fn receipts_and_messages_go_to_their_owner_and_unknown_ids_are_ignored() {
     let (ctx, mut crx) = mpsc::unbounded_channel();
     router.register_producer(ProducerId(4), ptx);
     router.register_consumer(ConsumerId(8), ctx);
+    router.on_flow(ConsumerId(8), 2);
 
     router.on_inbound(receipt(4, 11));
     router.on_inbound(receipt(99, 1)); // unknown producer: logged, ignored
@@ -318,6 +319,26 @@ fn a_dropped_mailbox_unregisters_itself() {
 }
 
 #[test]
+fn an_entry_beyond_the_permits_granted_is_a_protocol_violation() {
+    let mut router = Router::new(TIMEOUT);
+    let (ctx, mut crx) = mpsc::unbounded_channel();
+    router.register_consumer(ConsumerId(8), ctx);
+    router.on_flow(ConsumerId(8), 2);
+    router.on_flow(ConsumerId(99), 1000); // not registered: nothing granted
+    assert_eq!(router.on_inbound(message(8, 1, true)), Reaction::None);
+    assert_eq!(router.on_inbound(message(8, 2, true)), Reaction::None);
+    assert_eq!(
+        router.on_inbound(message(8, 3, true)),
+        Reaction::PermitsExceeded {
+            consumer: ConsumerId(8)
+        }
+    );
+    assert!(matches!(crx.try_recv(), Ok(ConsumerEvent::Message { .. })));
+    assert!(matches!(crx.try_recv(), Ok(ConsumerEvent::Message { .. })));
+    assert!(crx.try_recv().is_err(), "the third is not delivered");
+}
+
+#[test]
 fn producer_waiting_for_exclusive_access_stays_pending() {
     let t0 = crate::clock::now();
     let mut router = Router::new(TIMEOUT);
@@ -335,10 +356,22 @@ fn producer_waiting_for_exclusive_access_stays_pending() {
     };
     router.on_inbound(answer(false));
     assert!(rx.try_recv().is_err());
+    // Queued: it waits as long as it takes, the operation timeout no longer applies.
+    assert_eq!(router.next_deadline(), None);
+    assert_eq!(router.expire(t0 + TIMEOUT * 100), 0);
+    assert!(rx.try_recv().is_err());
     router.on_inbound(answer(true));
     assert!(matches!(
         rx.try_recv(),
         Ok(Ok(Response::ProducerSuccess(_)))
+    ));
+    // The same answer naming a LOOKUP does not take it off its timeout.
+    let mut lookup = request(&mut router, t0, 3, "LOOKUP");
+    router.on_inbound(answer(false));
+    assert_eq!(router.expire(t0 + TIMEOUT), 1);
+    assert!(matches!(
+        lookup.try_recv(),
+        Ok(Err(ConnectionError::Timeout { .. }))
     ));
 }
 
@@ -361,4 +394,13 @@ fn ping_and_auth_challenge_ask_the_actor_to_answer() {
         router.on_inbound(Frame::simple(challenge)),
         Reaction::AnswerAuthChallenge
     );
+}
+
+#[test]
+fn a_timeout_of_duration_max_never_overflows() {
+    let t0 = crate::clock::now();
+    let mut router = Router::new(Duration::MAX);
+    let (tx, _rx) = oneshot::channel();
+    router.insert_request(t0, RequestId(1), "LOOKUP", tx);
+    assert_eq!(router.pending_requests(), 1);
 }

@@ -121,6 +121,11 @@ impl<M: Clone> ConsumerCore<M> {
         self.held.len()
     }
 
+    /// The id of the oldest message queued for the application.
+    pub(crate) fn first_queued(&self) -> Option<MessageId> {
+        self.queue.front_id()
+    }
+
     /// The subscribe succeeded: grant the whole receiver queue (once per
     /// connection).
     pub fn on_subscribed(&mut self, now: Instant) {
@@ -171,7 +176,7 @@ impl<M: Clone> ConsumerCore<M> {
             .dead_letter
             .as_ref()
             .is_some_and(|p| p.forwards_on_arrival(incoming.redelivery_count));
-        if let Some(size) = batch_size {
+        if let Some(size) = batch_size.filter(|_| self.config.track_messages) {
             self.batches.arrive(id, size, forward);
         }
         if forward {
@@ -211,7 +216,7 @@ impl<M: Clone> ConsumerCore<M> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn on_skipped_members(&mut self, entry: MessageId, batch_size: u32, skipped: &[i32]) {
-        if skipped.is_empty() {
+        if skipped.is_empty() || !self.config.track_messages {
             return;
         }
         if let MemberAck::Entry(entry) = self.batches.skip(entry, batch_size, skipped) {
@@ -226,6 +231,9 @@ impl<M: Clone> ConsumerCore<M> {
         self.anchor(now);
         let (incoming, flow) = self.queue.pop()?;
         self.flow(flow);
+        if !self.config.track_messages {
+            return Some(incoming);
+        }
         let id = incoming.id;
         self.held
             .insert_redelivered(now, id, incoming.redelivery_count);

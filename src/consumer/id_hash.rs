@@ -3,11 +3,14 @@
 //!
 //! The standard SipHash costs ~20 ns per id, and the consume path hashes
 //! each message's id several times; profiling the end-to-end consume bench
-//! showed ~8% of the client's CPU in SipHash. This is a multiply-rotate mix
-//! (as rustc's FxHash) over the id's four fields, started from a key drawn
-//! once per process from the standard library's random source, so the
-//! layout of a table is not predictable from the ids alone. Every table
-//! using it is bounded by what the application holds unacked.
+//! showed ~8% of the client's CPU in SipHash. This is a folded multiply (the
+//! 128-bit product's halves XORed, as foldhash) over the id's four fields,
+//! started from a key drawn once per process from the standard library's
+//! random source. The ids come from the broker, so the mix must not let it
+//! pick colliding ids without the key: a plain multiply-rotate (FxHash)
+//! does, since flipping an input's top bit flips only the product's top bit
+//! whatever the key. Every table using it is bounded by what the
+//! application holds unacked.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -21,11 +24,16 @@ pub(crate) struct IdBuildHasher {
     key: u64,
 }
 
+/// A random key drawn once per process, unknown to the broker: the seed of
+/// every table keyed by broker-chosen ids.
+pub(crate) fn process_key() -> u64 {
+    static KEY: OnceLock<u64> = OnceLock::new();
+    *KEY.get_or_init(|| RandomState::new().hash_one(0x5eed_u64))
+}
+
 impl Default for IdBuildHasher {
     fn default() -> Self {
-        static KEY: OnceLock<u64> = OnceLock::new();
-        let key = *KEY.get_or_init(|| RandomState::new().hash_one(0x5eed_u64));
-        Self { key }
+        Self { key: process_key() }
     }
 }
 
@@ -48,16 +56,17 @@ const K: u64 = 0xf135_7aea_2e62_a9c5;
 impl IdHasher {
     #[inline]
     fn add(&mut self, word: u64) {
-        self.state = (self.state.rotate_left(26) ^ word).wrapping_mul(K);
+        let product = u128::from(self.state ^ word) * u128::from(K);
+        self.state = (product as u64) ^ ((product >> 64) as u64);
     }
 }
 
 impl Hasher for IdHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        // hashbrown takes the top 7 bits as the tag and the low bits as the
-        // index: spread the last word into both.
-        self.state.rotate_left(26)
+        // The fold already spreads every input bit over the whole word
+        // (hashbrown takes the top 7 bits as the tag, the low bits as the index).
+        self.state
     }
 
     #[inline]
@@ -106,6 +115,19 @@ mod tests {
             assert_ne!(h.hash_one(base), h.hash_one(v), "{v}");
         }
         assert_eq!(h.hash_one(base), IdBuildHasher::default().hash_one(base));
+    }
+
+    #[test]
+    fn ids_a_broker_could_pick_to_collide_without_the_key_hash_apart() {
+        // Under a multiply-rotate mix these collide for every key: the top
+        // bit of the ledger flips only the product's top bit, which the
+        // rotation moves to bit 25 where the entry's bit 25 cancels it.
+        let h = IdBuildHasher::default();
+        for (ledger, entry) in [(7, 100), (0, 0), (u64::MAX >> 1, 12_345)] {
+            let a = MessageId::new(ledger, entry);
+            let b = MessageId::new(ledger ^ (1 << 63), entry ^ (1 << 25));
+            assert_ne!(h.hash_one(a), h.hash_one(b), "{a} and {b}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! home during deletion and growth, and so spares those reads of the slab;
 //! only a matching place is confirmed against the id (`key_of`).
 
+use super::id_hash::process_key;
 use crate::MessageId;
 
 /// An empty slot (no handle is `u32::MAX`).
@@ -40,16 +41,25 @@ pub(crate) enum Probe {
 }
 
 /// The hashed block of the id's 16-entry run, then its offset in the block.
+///
+/// Each field goes through MurmurHash3's finalizer on its own, starting from
+/// a per-process key: the ids come from the broker, and fields combined
+/// before a non-linear step (`entry ^ ledger`, say) let it choose ids that
+/// share a block whatever the key, piling them into one probe cluster.
 fn place(id: &MessageId) -> u32 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let lane = (u64::from(id.batch_index as u32) << 32) | u64::from(id.partition as u32);
-    let mut block = (id.entry_id >> 4) ^ id.ledger_id.rotate_left(32) ^ lane.wrapping_mul(K);
-    // MurmurHash3's finalizer: blocks of different lanes must not land as
-    // shifted copies of one another, as a bare multiply would place them.
-    block = (block ^ (block >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    block = (block ^ (block >> 33)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    block ^= block >> 33;
+    let mut block = fmix(process_key() ^ id.ledger_id);
+    block = fmix(block ^ (id.entry_id >> 4));
+    block = fmix(block ^ lane);
     ((block >> 36) as u32) << 4 | (id.entry_id & 15) as u32
+}
+
+/// MurmurHash3's 64-bit finalizer: a bijection in which every input bit
+/// reaches every output bit.
+const fn fmix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x = (x ^ (x >> 33)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    x ^ (x >> 33)
 }
 
 fn handle(slot: u64) -> u32 {
@@ -217,6 +227,25 @@ mod tests {
 
     fn member(e: u64) -> MessageId {
         MessageId::new(3, e).with_batch_index((e % 4) as i32)
+    }
+
+    #[test]
+    fn ids_a_broker_could_pick_to_share_a_block_spread_out() {
+        // Ledger i with entry run `i.rotate_left(32)`: XORed together before
+        // any mixing, every one of these lands in one block whatever the key.
+        let ids: Vec<MessageId> = (1..=256u64)
+            .map(|i| MessageId::new(i, i.rotate_left(32) << 4))
+            .collect();
+        let blocks: std::collections::HashSet<u32> = ids.iter().map(|id| place(id) >> 4).collect();
+        assert!(blocks.len() > 200, "{} blocks for 256 runs", blocks.len());
+        let mut index = IdIndex::default();
+        let mut stored = Vec::new();
+        for id in ids {
+            assert!(insert(&mut index, &mut stored, id));
+        }
+        let (mean, longest) = index.displacement();
+        // One shared block would make a single cluster of 256.
+        assert!(mean < 8.0 && longest < 64, "mean {mean}, longest {longest}");
     }
 
     #[test]

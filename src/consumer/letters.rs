@@ -4,7 +4,9 @@
 //!
 //! One producer per target topic, created on first use and shared by every
 //! forward and retry of the consumer (batching off, as the Java client's
-//! dead-letter and retry producers). Before the first forward to a
+//! dead-letter and retry producers). A producer that failed for good (its
+//! topic deleted, fenced, closed) is dropped, and the next copy creates a
+//! new one. Before the first forward to a
 //! dead-letter topic, the policy's `initial_subscription_name` is created
 //! there (a Shared consumer subscribes at Earliest and closes), so the
 //! copies are retained even before anyone reads them.
@@ -25,7 +27,7 @@ use super::message::Message;
 use super::subscribe::InitialPosition;
 use crate::MessageId;
 use crate::client::Client;
-use crate::producer::{Producer, ProducerMessage};
+use crate::producer::{Producer, ProducerError, ProducerMessage};
 
 /// Where a consumer's copies go, and the producers that take them there.
 #[derive(Debug)]
@@ -46,6 +48,11 @@ impl Letters {
             producers: Mutex::new(HashMap::new()),
             failures: AtomicU32::new(0),
         }
+    }
+
+    /// How long closing may take: the client's operation timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.client.operation_timeout()
     }
 
     /// Which topics the copies go to.
@@ -130,14 +137,43 @@ impl Letters {
             source: Box::new(source),
         };
         let producer = self.producer(topic, dead_letter).await?;
-        let id = producer
-            .send(copy)
-            .await
-            .map_err(failed)?
-            .await
-            .map_err(failed)?;
-        debug!(topic, %id, "copy published");
-        Ok(id)
+        let sent = match producer.send(copy).await {
+            Ok(receipt) => receipt.await,
+            Err(e) => Err(e),
+        };
+        match sent {
+            Ok(id) => {
+                debug!(topic, %id, "copy published");
+                Ok(id)
+            }
+            Err(e) => {
+                if ended(&e) {
+                    self.replace(topic, &producer);
+                }
+                Err(failed(e))
+            }
+        }
+    }
+
+    /// Forgets the cached producer of `topic` if it is still `dead` (closing
+    /// it in the background), so the next copy creates a new one.
+    fn replace(&self, topic: &str, dead: &Producer) {
+        let mut producers = self.producers.lock().unwrap_or_else(|e| e.into_inner());
+        let same = producers
+            .get(topic)
+            .and_then(|cell| cell.get())
+            .is_some_and(|cached| cached.same_as(dead));
+        if same {
+            debug!(
+                topic,
+                "letter producer failed for good: a new one next time"
+            );
+            producers.remove(topic);
+            let dead = dead.clone();
+            tokio::spawn(async move {
+                let _ = dead.close().await;
+            });
+        }
     }
 
     /// The producer on `topic`, created on first use (after the initial
@@ -193,16 +229,32 @@ impl Letters {
         consumer.close().await.map_err(failed)
     }
 
-    /// Closes the producers (what they hold is sent first).
+    /// Closes the producers (what they hold is sent first), all at once
+    /// and for at most the operation timeout.
     pub(crate) async fn close(&self) {
-        let cells: Vec<_> = {
+        let producers: Vec<Producer> = {
             let producers = self.producers.lock().unwrap_or_else(|e| e.into_inner());
-            producers.values().cloned().collect()
+            producers
+                .values()
+                .filter_map(|cell| cell.get().cloned())
+                .collect()
         };
-        for cell in cells {
-            if let Some(producer) = cell.get() {
-                let _ = producer.close().await;
-            }
+        let closing = futures::future::join_all(producers.iter().map(Producer::close));
+        if tokio::time::timeout(self.timeout(), closing).await.is_err() {
+            debug!("letter producers not closed within the operation timeout");
         }
     }
+}
+
+/// Whether a send failed because its producer cannot send any more (as
+/// opposed to this one message failing: a timeout, a broker's SEND_ERROR).
+fn ended(err: &ProducerError) -> bool {
+    !matches!(
+        err,
+        ProducerError::Timeout { .. }
+            | ProducerError::Send { .. }
+            | ProducerError::MessageTooLarge { .. }
+            | ProducerError::Full(_)
+            | ProducerError::Compression(_)
+    )
 }

@@ -91,7 +91,10 @@ impl UnpackError {
         match self {
             Self::Checksum { .. } => ValidationError::ChecksumMismatch,
             Self::Decompression {
-                source: CompressionError::TooLarge { .. } | CompressionError::SizeMismatch { .. },
+                source:
+                    CompressionError::TooLarge { .. }
+                    | CompressionError::SizeMismatch { .. }
+                    | CompressionError::Implausible { .. },
                 ..
             } => ValidationError::UncompressedSizeCorruption,
             Self::Decompression { .. } => ValidationError::DecompressionError,
@@ -281,9 +284,11 @@ impl Entry<'_> {
             event_time: nonzero(s.event_time),
             publish_time: self.metadata.publish_time,
             producer_name: self.producer_name.clone(),
-            sequence_id: s
-                .sequence_id
-                .unwrap_or(self.metadata.sequence_id + index as u64),
+            sequence_id: s.sequence_id.unwrap_or(
+                self.metadata
+                    .sequence_id
+                    .saturating_add(u64::from(index.unsigned_abs())),
+            ),
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
             undecoded: None,

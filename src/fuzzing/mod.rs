@@ -26,7 +26,7 @@ use crate::consumer::receive::{self, Delivery};
 use crate::wire::{self, Frame, FrameError, batch};
 
 pub use consumer_core::consumer_core;
-pub use seeds::seeds;
+pub use seeds::{WINDOW_96_MIB, seeds, zstd_raw_frame};
 
 /// The frame limit the targets decode with: 1 GiB, as high as a broker's
 /// `max_message_size` may raise it, so that a decoder reserving an

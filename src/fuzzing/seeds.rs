@@ -72,10 +72,63 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         out.push(("decompress", name, [&[i as u8][..], &len, &packed].concat()));
     }
 
+    for (name, payload) in hostile_compressed() {
+        out.push(("decompress", format!("{name}.bin"), payload));
+    }
+
     for (name, script) in super::consumer_core::scripts() {
         out.push(("consumer_core", format!("{name}.bin"), script));
     }
     out
+}
+
+/// The zstd window descriptor of 96 MiB: 2^(10 + 16) + 4 * 2^23.
+pub const WINDOW_96_MIB: u8 = (16 << 3) | 4;
+
+/// A zstd frame of one raw (uncompressed) block holding `data` (under
+/// 2 MiB), whose header asks for the window `window_descriptor` encodes
+/// (RFC 8878, 3.1.1.1.2): a 19-byte frame can ask for 96 MiB.
+pub fn zstd_raw_frame(window_descriptor: u8, data: &[u8]) -> Vec<u8> {
+    let block = ((data.len() as u32) << 3) | 1; // last block, raw
+    [
+        &0xFD2F_B528_u32.to_le_bytes()[..],
+        &[0x00, window_descriptor],
+        &block.to_le_bytes()[..3],
+        data,
+    ]
+    .concat()
+}
+
+/// Compressed payloads that must be refused before the decoder takes
+/// memory on their word, as the `decompress` target reads them.
+fn hostile_compressed() -> Vec<(&'static str, Vec<u8>)> {
+    let zstd = CODECS
+        .iter()
+        .position(|c| *c == Compression::Zstd)
+        .unwrap_or(2) as u8;
+    let lz4 = CODECS
+        .iter()
+        .position(|c| *c == Compression::Lz4)
+        .unwrap_or(0) as u8;
+    let ten = 10u32.to_be_bytes();
+    // One raw 10-byte block whose frame header asks for a 96 MiB window.
+    let big_window = zstd_raw_frame(WINDOW_96_MIB, b"0123456789");
+    let one = Compression::Zstd.compress(b"abcde").expect("compresses");
+    let half_mib = (512u32 << 10).to_be_bytes();
+    let tiny_lz4 = Compression::Lz4
+        .compress(b"0123456789")
+        .expect("compresses");
+    vec![
+        (
+            "zstd_window_96_mib",
+            [&[zstd][..], &ten, &big_window].concat(),
+        ),
+        ("zstd_two_frames", [&[zstd][..], &ten, &one, &one].concat()),
+        (
+            "lz4_announcing_512_kib",
+            [&[lz4][..], &half_mib, &tiny_lz4].concat(),
+        ),
+    ]
 }
 
 const CODECS: [Compression; 4] = [

@@ -28,8 +28,14 @@ pub enum AccessMode {
     Shared,
     /// Only this one; creation fails if another producer is there.
     Exclusive,
-    /// Only this one; creation waits until the current one is gone.
+    /// Only this one; creation waits until the producers already there are
+    /// gone, for as long as that takes (the operation timeout does not
+    /// apply to the wait). Dropping the `create()` future, or closing a
+    /// producer whose re-creation waits, withdraws it from the broker's queue.
     WaitForExclusive,
+    /// Only this one; the producers already there are fenced off (their
+    /// sends fail and they are closed) and creation succeeds.
+    ExclusiveWithFencing,
 }
 
 impl Client {
@@ -261,7 +267,7 @@ impl ProducerBuilder {
             .collect();
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
-        let switch = batch.enabled.then(|| batch.max_delay * 10);
+        let switch = batch.enabled.then(|| batch.max_delay.saturating_mul(10));
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
         let (memory, limit) = self.client.memory();
         Ok(Producer::new(
@@ -304,6 +310,7 @@ impl ProducerBuilder {
             name: self.name.clone(),
             user_named: self.name.is_some(),
             access_mode: self.access_mode,
+            topic_epoch: None,
         }
     }
 }

@@ -6,6 +6,11 @@
 //! the broker a CLOSE_PRODUCER / TOPIC_MIGRATED named, or found by a fresh
 //! lookup. Which failures are worth another attempt is decided by
 //! [`retryable`], a plain function.
+//!
+//! No producer is left behind on the broker: from the moment PRODUCER is
+//! sent until a driver takes the producer over, it is [`Unclaimed`], and
+//! an unclaimed producer that is dropped (the request timed out, the
+//! caller gave up, a sibling partition failed) is closed on the broker.
 
 use std::time::Duration;
 
@@ -33,6 +38,11 @@ pub(crate) struct Recipe {
     /// Whether the name came from the user (sent as `user_provided_producer_name`).
     pub(crate) user_named: bool,
     pub(crate) access_mode: AccessMode,
+    /// The topic epoch of the broker's last PRODUCER_SUCCESS, sent back on
+    /// a re-create: an exclusive producer fenced off meanwhile (by an
+    /// `ExclusiveWithFencing` one) is then refused instead of taking the
+    /// topic back.
+    pub(crate) topic_epoch: Option<u64>,
 }
 
 /// Creates the producer on `conn`; `next_sequence` follows the broker's
@@ -48,10 +58,13 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
     conn.register_producer(id, mailbox)
         .await
         .map_err(create_err)?;
+    // From here on, giving up (a timeout, a dropped future) closes it.
+    let mut unclaimed = Unclaimed::new(conn.clone(), id);
     let mode = match recipe.access_mode {
         AccessMode::Shared => ProducerAccessMode::Shared,
         AccessMode::Exclusive => ProducerAccessMode::Exclusive,
         AccessMode::WaitForExclusive => ProducerAccessMode::WaitForExclusive,
+        AccessMode::ExclusiveWithFencing => ProducerAccessMode::ExclusiveWithFencing,
     };
     let body = |request_id: crate::ids::RequestId| proto::CommandProducer {
         topic: topic.to_owned(),
@@ -60,6 +73,7 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         producer_name: recipe.name.clone(),
         user_provided_producer_name: Some(recipe.user_named),
         producer_access_mode: Some(mode as i32),
+        topic_epoch: recipe.topic_epoch,
         ..proto::CommandProducer::default()
     };
     let answer = conn
@@ -69,12 +83,18 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         .await;
     let success = match answer {
         Ok(Response::ProducerSuccess(s)) => s,
-        Ok(other) => {
+        // Dropping `unclaimed` closes whatever the broker made of it.
+        Ok(other) => return Err(ProducerError::UnexpectedResponse { got: other.kind() }),
+        Err(e @ ConnectionError::Server { .. }) => {
+            // Refused: there is nothing on the broker to close.
+            unclaimed.claim();
             conn.unregister_producer(id).await;
-            return Err(ProducerError::UnexpectedResponse { got: other.kind() });
+            return Err(create_err(e));
         }
         Err(e) => {
-            conn.unregister_producer(id).await;
+            if matches!(e, ConnectionError::Timeout { .. }) {
+                debug!(producer = %id, "PRODUCER timed out: closing it in case the broker made it late");
+            }
             return Err(create_err(e));
         }
     };
@@ -85,9 +105,45 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         topic: topic.to_owned(),
         name: success.producer_name,
         partition: recipe.partition,
-        next_sequence: u64::try_from(last + 1).unwrap_or(0),
+        next_sequence: u64::try_from(last).map_or(0, |last| last.saturating_add(1)),
+        topic_epoch: success.topic_epoch,
         events,
+        unclaimed,
     })
+}
+
+/// A producer asked for (or made) on the broker that no driver has taken
+/// over yet. Dropped unclaimed, it is closed on the broker (CLOSE_PRODUCER,
+/// which also withdraws a producer still queued for exclusive access) and
+/// unregistered, in a task of its own.
+#[derive(Debug)]
+pub(crate) struct Unclaimed(Option<(Connection, ProducerId)>);
+
+impl Unclaimed {
+    const fn new(conn: Connection, id: ProducerId) -> Self {
+        Self(Some((conn, id)))
+    }
+
+    /// Someone else answers for the producer now: dropping does nothing.
+    pub(crate) fn claim(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        let Some((conn, id)) = self.0.take() else {
+            return;
+        };
+        // Without a runtime the connection's actor is gone too.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(release(Old {
+                conn,
+                id,
+                close: true,
+            }));
+        }
+    }
 }
 
 /// Looks the topic up and creates the producer there.
@@ -117,9 +173,10 @@ pub(crate) struct Old {
 /// old producer, then creates it anew where `hint` says (or where a lookup
 /// says). The outcome arrives on the returned channel.
 ///
-/// Dropping the receiver (the producer was closed) stops the attempt during
-/// its delay; an attempt already talking to the broker finishes, and closes
-/// the producer it made, so no producer is left behind on the broker.
+/// Dropping the receiver (the producer was closed) stops the attempt at
+/// once, in its delay or while it talks to the broker (a producer waiting
+/// for exclusive access is withdrawn); whatever it made on the broker is
+/// closed there, so no producer is left behind.
 pub(crate) fn spawn_recreate(
     recipe: Recipe,
     old: Option<Old>,
@@ -138,15 +195,14 @@ pub(crate) fn spawn_recreate(
         if closed {
             return;
         }
-        let outcome = recreate(&recipe, hint).await;
+        let outcome = tokio::select! {
+            outcome = recreate(&recipe, hint) => outcome,
+            // Dropping the attempt closes what it made (see `Unclaimed`).
+            () = tx.closed() => return,
+        };
         if let Err(Ok(orphan)) = tx.send(outcome) {
+            // Closed on the broker as it drops, unclaimed.
             debug!(producer = %orphan.id, "producer closed during its reconnect: closing the new one");
-            let id = orphan.id;
-            let _ = orphan
-                .conn
-                .request("CLOSE_PRODUCER", |r| commands::close_producer(id, r))
-                .await;
-            orphan.conn.unregister_producer(id).await;
         }
     });
     rx

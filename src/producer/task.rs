@@ -11,6 +11,8 @@
 //! sends keep queueing (bounded by the send timeout), then writes every
 //! unconfirmed entry again, in order, with its original sequence ids.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
@@ -18,7 +20,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::batcher::{BatchConfig, Batcher, SealError};
 use super::chunker;
-use super::connect::Recipe;
+use super::connect::{Recipe, Unclaimed};
 use super::limits::Budget;
 use super::pending::{Pending, ReceiptError};
 use super::{ProducerError, ProducerMessage, WhenFull};
@@ -69,7 +71,12 @@ pub(crate) struct Created {
     /// The partition index, or -1 for a topic that is not partitioned.
     pub(crate) partition: i32,
     pub(crate) next_sequence: u64,
+    /// The topic epoch the broker gave, if it gave one.
+    pub(crate) topic_epoch: Option<u64>,
     pub(crate) events: mpsc::UnboundedReceiver<ProducerEvent>,
+    /// Closes the producer on the broker if it is dropped before a driver
+    /// claims it.
+    pub(crate) unclaimed: Unclaimed,
 }
 
 struct Waiter {
@@ -95,15 +102,35 @@ struct Driver {
     dead: Option<ProducerError>,
 }
 
-/// Spawns the driver of `created`; returns the channel its handle sends on.
-pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) -> mpsc::Sender<Cmd> {
-    let (tx, rx) = mpsc::channel(1024);
+/// A partition's task, as its handle sees it: the channel it sends on,
+/// and whether the task stopped as asked (set) or panicked (unset once
+/// the channel is gone).
+#[derive(Debug, Clone)]
+pub(crate) struct Lane {
+    pub(crate) tx: mpsc::Sender<Cmd>,
+    pub(crate) ended: Arc<AtomicBool>,
+}
+
+/// Why a task is gone: closed as asked, or it panicked.
+pub(crate) fn gone(ended: &AtomicBool) -> ProducerError {
+    if ended.load(Ordering::Acquire) {
+        ProducerError::Closed
+    } else {
+        ProducerError::TaskFailed
+    }
+}
+
+/// Spawns the driver of `created`; returns the lane its handle sends on.
+pub(crate) fn spawn(mut created: Created, mut recipe: Recipe, settings: Settings) -> Lane {
+    created.unclaimed.claim();
+    let (tx, mut rx) = mpsc::channel(1024);
     let span = info_span!("producer", topic = %created.topic, name = %created.name);
     // Reconnects ask for the name the broker gave.
     recipe.name = Some(created.name.clone());
+    recipe.topic_epoch = created.topic_epoch;
     let driver = Driver {
         recipe,
-        link: Link::default(),
+        link: Link::up_since(clock::now()),
         batcher: Batcher::new(settings.batch, created.name.clone()),
         pending: Pending::default(),
         budget: Budget::new(Some(settings.max_pending_messages), None),
@@ -115,8 +142,16 @@ pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) ->
         closing: None,
         dead: None,
     };
-    tokio::spawn(driver.run(rx).instrument(span));
-    tx
+    let ended = Arc::new(AtomicBool::new(false));
+    let flag = ended.clone();
+    let task = async move {
+        driver.run(&mut rx).await;
+        // Before the channel goes: a handle that finds it gone sees the flag.
+        flag.store(true, Ordering::Release);
+        drop(rx);
+    };
+    tokio::spawn(task.instrument(span));
+    Lane { tx, ended }
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -127,7 +162,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 impl Driver {
-    async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>) {
+    async fn run(mut self, cmds: &mut mpsc::Receiver<Cmd>) {
         loop {
             let full = self.budget.messages() >= self.settings.max_pending_messages;
             if full && self.batcher.len() > 0 {
@@ -256,6 +291,10 @@ impl Driver {
                 message_id,
                 ..
             } => {
+                // A broker with deduplication on answers a sequence id it
+                // has seen with the position (-1, -1): nothing was stored.
+                let duplicate =
+                    message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
                 let id = message_id
                     .unwrap_or(MessageId::new(0, 0))
                     .with_partition(self.p.partition);
@@ -265,6 +304,7 @@ impl Driver {
                     .and_then(|p| chunker::position(&p.metadata));
                 match self.pending.on_receipt(sequence_id.0, id) {
                     Ok(resolved) => {
+                        self.link.worked();
                         // A chunked message is known by its first chunk's id.
                         let chunked = match chunk {
                             Some((0, _)) => Some(*self.first_chunk.insert(id)),
@@ -273,7 +313,15 @@ impl Driver {
                         };
                         for (waiter, own) in resolved {
                             self.budget.release(1, waiter.bytes);
-                            let _ = waiter.reply.send(Ok(chunked.unwrap_or(own)));
+                            let answer = if duplicate {
+                                Err(ProducerError::Duplicate {
+                                    topic: self.p.topic.clone(),
+                                    sequence_id: sequence_id.0,
+                                })
+                            } else {
+                                Ok(chunked.unwrap_or(own))
+                            };
+                            let _ = waiter.reply.send(answer);
                         }
                     }
                     Err(ReceiptError::Stale { got, .. }) => {

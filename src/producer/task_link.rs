@@ -24,6 +24,18 @@ pub(super) struct Link {
 }
 
 impl Link {
+    /// A link that came up at `now`.
+    pub(super) fn up_since(now: Instant) -> Self {
+        let mut link = Self::default();
+        link.backoff.up(now);
+        link
+    }
+
+    /// The broker answered a send on this link.
+    pub(super) const fn worked(&mut self) {
+        self.backoff.worked();
+    }
+
     pub(super) const fn is_up(&self) -> bool {
         self.attempt.is_none()
     }
@@ -58,6 +70,7 @@ impl Driver {
             return;
         }
         warn!(error = %why, unconfirmed = self.pending.in_flight().count(), "producer link lost; re-creating it");
+        self.link.backoff.down(clock::now());
         self.pending.rewind();
         let old = Old {
             conn: self.p.conn.clone(),
@@ -71,14 +84,18 @@ impl Driver {
     pub(super) fn on_attempt(&mut self, outcome: Result<Created, ProducerError>) {
         self.link.attempt = None;
         match outcome {
-            Ok(fresh) => {
+            Ok(mut fresh) => {
+                fresh.unclaimed.claim();
+                if fresh.topic_epoch.is_some() {
+                    self.recipe.topic_epoch = fresh.topic_epoch;
+                }
                 info!(
                     connection = %fresh.conn.id(),
                     producer = %fresh.id,
                     resend = self.pending.unsent(),
                     "producer re-created; resending what is unconfirmed"
                 );
-                self.link.backoff.reset();
+                self.link.backoff.up(clock::now());
                 self.p.conn = fresh.conn;
                 self.p.id = fresh.id;
                 self.p.events = fresh.events;

@@ -210,6 +210,54 @@ pub fn ack_invalid(consumer: ConsumerId, id: MessageId, error: ValidationError) 
     command
 }
 
+/// The most message ids one ACK or REDELIVER frame names (as the Java
+/// client's `MAX_ACK_GROUP_SIZE`).
+pub const MAX_IDS_PER_FRAME: usize = 1000;
+
+/// The most encoded id bytes one ACK or REDELIVER frame carries: far below
+/// any broker's frame limit, even when ids carry large batch `ack_set`s.
+pub const MAX_ID_BYTES_PER_FRAME: usize = 1 << 20;
+
+/// Splits `ids` into runs that each fit one ACK or REDELIVER frame (at most
+/// [`MAX_IDS_PER_FRAME`] ids and [`MAX_ID_BYTES_PER_FRAME`] bytes), in
+/// order; no ids make one empty run.
+///
+/// # Examples
+/// ```
+/// use pulsar_wire::MessageId;
+/// use pulsar_wire::wire::commands;
+/// let ids: Vec<_> = (0..2500).map(|e| MessageId::new(1, e).to_proto()).collect();
+/// let runs = commands::split_ids(ids);
+/// assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [1000, 1000, 500]);
+/// ```
+pub fn split_ids(ids: Vec<proto::MessageIdData>) -> Vec<Vec<proto::MessageIdData>> {
+    use prost::Message as _;
+    if ids.len() <= MAX_IDS_PER_FRAME
+        && ids.iter().map(|id| id.encoded_len() + 3).sum::<usize>() <= MAX_ID_BYTES_PER_FRAME
+    {
+        return vec![ids];
+    }
+    let mut runs = Vec::new();
+    let mut run = Vec::new();
+    let mut bytes = 0;
+    for id in ids {
+        // The field tag and length prefix of the id come on top.
+        let size = id.encoded_len() + 3;
+        if !run.is_empty()
+            && (run.len() == MAX_IDS_PER_FRAME || bytes + size > MAX_ID_BYTES_PER_FRAME)
+        {
+            runs.push(std::mem::take(&mut run));
+            bytes = 0;
+        }
+        bytes += size;
+        run.push(id);
+    }
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    runs
+}
+
 /// REDELIVER_UNACKNOWLEDGED_MESSAGES naming `ids` (empty: everything unacked).
 pub fn redeliver(
     consumer: ConsumerId,
@@ -237,10 +285,20 @@ pub enum SeekTarget {
     PublishTime(u64),
 }
 
-/// SEEK.
-pub fn seek(consumer: ConsumerId, request: RequestId, target: SeekTarget) -> BaseCommand {
+/// SEEK. For a message id, `ack_set` (bit `i` set: member `i` unacked)
+/// marks the members of its batch before it as acked; empty for none.
+pub fn seek(
+    consumer: ConsumerId,
+    request: RequestId,
+    target: SeekTarget,
+    ack_set: Vec<i64>,
+) -> BaseCommand {
     let (message_id, message_publish_time) = match target {
-        SeekTarget::MessageId(id) => (Some(id.to_proto()), None),
+        SeekTarget::MessageId(id) => {
+            let mut data = id.to_proto();
+            data.ack_set = ack_set;
+            (Some(data), None)
+        }
         SeekTarget::PublishTime(t) => (None, Some(t)),
     };
     BaseCommand {
@@ -292,6 +350,27 @@ pub fn get_last_message_id(consumer: ConsumerId, request: RequestId) -> BaseComm
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_with_large_ack_sets_split_by_bytes_and_every_frame_fits() {
+        // Batches of 64 Ki members: each id carries 8 KiB of ack set.
+        let ids: Vec<_> = (0..1000)
+            .map(|e| proto::MessageIdData {
+                ack_set: vec![-1; 1024],
+                ..MessageId::new(1, e).to_proto()
+            })
+            .collect();
+        let runs = split_ids(ids);
+        assert!(runs.len() > 1, "one run of 8 MiB");
+        assert_eq!(runs.iter().map(Vec::len).sum::<usize>(), 1000);
+        for run in runs {
+            let frame =
+                crate::wire::Frame::simple(ack(ConsumerId(1), run, AckType::Individual, None));
+            let size = crate::wire::encoded_len(&frame);
+            assert!(size <= MAX_ID_BYTES_PER_FRAME + 64, "{size}");
+        }
+        assert_eq!(split_ids(Vec::new()), vec![Vec::new()]);
+    }
 
     #[test]
     fn connect_speaks_v21_with_feature_flags() {

@@ -4,9 +4,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod access_modes;
 mod auth;
 mod client;
 mod consume;
+mod deduplication;
 mod produce;
 mod raw_reader;
 mod resilience;

@@ -199,6 +199,17 @@ pub async fn unload_topic(admin_url: &str, topic: &str) {
     call("PUT", &url, None).await.ok("topic unload");
 }
 
+/// Turns broker-side deduplication on for `topic`.
+pub async fn enable_deduplication(admin_url: &str, topic: &str) {
+    let url = format!(
+        "{admin_url}/admin/v2/{}/deduplicationEnabled",
+        rest_path(topic)
+    );
+    call("POST", &url, Some("true"))
+        .await
+        .ok(&format!("deduplication on {topic}"));
+}
+
 /// Unloads bundle `bundle` of `namespace`; with `destination` (a broker id,
 /// `host:webport`) the leader assigns it there next.
 pub async fn unload_bundle(

@@ -27,7 +27,7 @@ const PIPE: usize = 64 * 1024;
 
 /// The broker's end of one connection.
 pub struct FakeBroker {
-    frames: Framed<DuplexStream, PulsarCodec>,
+    frames: Framed<Box<dyn BrokerStream>, PulsarCodec>,
     /// Answer PINGs seen while waiting for other frames (default on).
     pub answer_pings: bool,
     /// PINGs seen so far.
@@ -38,10 +38,10 @@ impl FakeBroker {
     /// A connected pair: the client's stream and the broker's end.
     pub fn pair() -> (DuplexStream, Self) {
         let (client, broker) = tokio::io::duplex(PIPE);
-        (client, Self::over(broker))
+        (client, Self::over(Box::new(broker)))
     }
 
-    fn over(io: DuplexStream) -> Self {
+    fn over(io: Box<dyn BrokerStream>) -> Self {
         Self {
             frames: Framed::new(io, PulsarCodec::default()),
             answer_pings: true,
@@ -302,7 +302,19 @@ pub struct FakeListener {
 impl FakeListener {
     /// The broker's end of the next connection to this address.
     pub async fn accept(&mut self) -> FakeBroker {
-        FakeBroker::over(self.incoming.recv().await.expect("network alive"))
+        FakeBroker::over(Box::new(self.incoming.recv().await.expect("network alive")))
+    }
+
+    /// The broker's end of the next connection, after a TLS handshake as
+    /// the server `config` describes.
+    #[cfg(feature = "tls")]
+    pub async fn accept_tls(&mut self, config: Arc<rustls::ServerConfig>) -> FakeBroker {
+        let io = self.incoming.recv().await.expect("network alive");
+        let tls = tokio_rustls::TlsAcceptor::from(config)
+            .accept(io)
+            .await
+            .expect("TLS handshake");
+        FakeBroker::over(Box::new(tls))
     }
 }
 

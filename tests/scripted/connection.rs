@@ -357,3 +357,45 @@ async fn control_frames_overtake_queued_send_frames() {
         broker.expect(Type::Send).await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_broker_that_keeps_sending_but_stops_reading_is_declared_dead() {
+    let (conn, mut broker) = connected(ConnectionOptions::default()).await;
+    // More than the pipe holds: most of it waits in the actor's buffer.
+    for sequence in 0..8 {
+        let frame = Frame {
+            command: commands::send(ProducerId(0), SequenceId(sequence), 1),
+            payload: Some(Payload {
+                broker_entry_metadata: None,
+                checksum: Checksum::Valid,
+                metadata: proto::MessageMetadata::default(),
+                data: Bytes::from(vec![0u8; 32 * 1024]),
+            }),
+        };
+        conn.send_payload(frame).await.expect("queued");
+    }
+    let pending = spawn_lookup(&conn, "t");
+    // The broker reads nothing but pings every 10 s, so the client's
+    // keepalive sees a live peer all along.
+    let mut every = tokio::time::interval(Duration::from_secs(10));
+    let err = guard("stalled writes", async {
+        loop {
+            tokio::select! {
+                _ = every.tick() => broker.send(commands::ping()).await,
+                err = conn.closed() => break err,
+            }
+        }
+    })
+    .await;
+    assert!(
+        matches!(err, ConnectionError::WriteStalled { after } if after == SECS_30),
+        "{err:?}"
+    );
+    let waiter = guard("waiter", pending).await.expect("task");
+    assert!(waiter.is_err(), "{waiter:?}");
+    let late = Frame {
+        command: commands::send(ProducerId(0), SequenceId(9), 1),
+        payload: None,
+    };
+    assert!(conn.send_payload(late).await.is_err(), "sends fail at once");
+}

@@ -78,6 +78,15 @@ async fn connected() -> (Connection, FakeBroker) {
     (conn.expect("handshake"), broker)
 }
 
+/// A LOOKUP for `t` waiting for its answer in a task of its own.
+fn spawn_lookup(conn: &Connection) -> tokio::task::JoinHandle<Result<Response, ConnectionError>> {
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        conn.request("LOOKUP", |id| commands::lookup("t", id, false))
+            .await
+    })
+}
+
 /// `[total][command_size][command][tail]` with honest sizes around `tail`.
 pub(super) fn raw_frame(command: &[u8], tail: &[u8]) -> Vec<u8> {
     let mut out = BytesMut::new();
@@ -190,13 +199,7 @@ fn corrupt_streams() -> Vec<CorruptStream> {
 async fn a_corrupt_stream_closes_the_connection_with_a_typed_error_and_bounded_memory() {
     for (what, bytes, expected) in corrupt_streams() {
         let (conn, mut broker) = connected().await;
-        let pending = {
-            let conn = conn.clone();
-            tokio::spawn(async move {
-                conn.request("LOOKUP", |id| commands::lookup("t", id, false))
-                    .await
-            })
-        };
+        let pending = spawn_lookup(&conn);
         broker.expect(Type::Lookup).await;
         let (err, largest) = largest_allocation(async {
             broker.send_raw(&bytes).await;
@@ -221,8 +224,8 @@ async fn a_corrupt_stream_closes_the_connection_with_a_typed_error_and_bounded_m
 async fn a_huge_frame_within_a_raised_limit_reserves_nothing_before_its_bytes_come() {
     init_tracing();
     let (io, mut broker) = FakeBroker::pair();
-    // The broker raises the limit to 2 GiB...
-    let options = ConnectionOptions::default();
+    // The client takes messages up to 2 GiB and the broker raises its limit to that...
+    let options = ConnectionOptions::default().max_message_size(2048 * MIB);
     let (conn, ()) = tokio::join!(
         Connection::connect(io, options),
         broker.handshake_with(Some(i32::MAX))
@@ -244,6 +247,37 @@ async fn a_huge_frame_within_a_raised_limit_reserves_nothing_before_its_bytes_co
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_broker_cannot_raise_the_clients_frame_limit() {
+    init_tracing();
+    let (io, mut broker) = FakeBroker::pair();
+    // The broker says it takes 2 GiB messages; the client keeps its 5 MiB.
+    let (conn, ()) = tokio::join!(
+        Connection::connect(io, ConnectionOptions::default()),
+        broker.handshake_with(Some(i32::MAX))
+    );
+    let conn = conn.expect("handshake");
+    assert_eq!(
+        conn.max_message_size(),
+        i32::MAX as usize,
+        "what it may be sent"
+    );
+    assert_eq!(conn.max_receive_size(), 5 * MIB, "what it accepts");
+    let (err, largest) = largest_allocation(async {
+        broker.send_raw(&(64 * MIB as u32).to_be_bytes()).await;
+        guard("over the limit", conn.closed()).await
+    })
+    .await;
+    match &err {
+        ConnectionError::Frame(e) => assert!(
+            matches!(**e, FrameError::TooLarge { max, .. } if max == 5 * MIB + 10 * 1024),
+            "{e:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(largest < MIB, "an allocation of {largest} bytes");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_frame_cut_off_by_the_end_of_the_stream_is_an_error_not_a_hang() {
     let (conn, mut broker) = connected().await;
     broker.send_raw(&raw_frame(&[], &[])[..3]).await;
@@ -256,15 +290,41 @@ async fn a_frame_cut_off_by_the_end_of_the_stream_is_an_error_not_a_hang() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_thousand_frames_for_unknown_ids_log_a_handful_of_warnings() {
+    let (conn, mut broker) = connected().await;
+    let ((), logs) = crate::common::capture_logs(async {
+        for sequence in 0..1000 {
+            broker.send(answer::receipt(78, sequence)).await;
+        }
+        // A request answered after them: all were handled by then.
+        let pending = spawn_lookup(&conn);
+        let lookup = broker.expect(Type::Lookup).await;
+        let id = crate::common::fake_broker::request_id(&lookup);
+        let found = answer::lookup(
+            id,
+            proto::command_lookup_topic_response::LookupType::Connect,
+            "pulsar://b:1",
+            true,
+        );
+        broker.send(found).await;
+        guard("answer", pending)
+            .await
+            .expect("task")
+            .expect("answer");
+    })
+    .await;
+    let warnings = logs
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("unknown id"))
+        .count();
+    // At the 1st, 2nd, 4th, … 512th: ten.
+    assert_eq!(warnings, 10, "{warnings} warnings");
+}
+
+#[tokio::test(start_paused = true)]
 async fn unknown_command_types_and_frames_for_unknown_ids_are_ignored() {
     let (conn, mut broker) = connected().await;
-    let pending = {
-        let conn = conn.clone();
-        tokio::spawn(async move {
-            conn.request("LOOKUP", |id| commands::lookup("t", id, false))
-                .await
-        })
-    };
+    let pending = spawn_lookup(&conn);
     let lookup = broker.expect(Type::Lookup).await;
     // A command type from a future protocol version, with a body field
     // this client does not know.

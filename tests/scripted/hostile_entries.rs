@@ -7,13 +7,13 @@
 
 use bytes::{Bytes, BytesMut};
 use prost::Message as _;
-use pulsar_wire::MessageId;
 use pulsar_wire::compression::Compression;
 use pulsar_wire::consumer::SubscriptionType;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::ValidationError;
 use pulsar_wire::proto::{self, SingleMessageMetadata};
 use pulsar_wire::wire::{Checksum, Frame, Payload, batch};
+use pulsar_wire::{MessageId, fuzzing};
 
 use super::consume::{SERVICE, attach, message, subscribed, subscribed_with};
 use super::hostile::{MIB, largest_allocation, message_command, raw_frame};
@@ -86,8 +86,35 @@ fn lying_entries() -> Vec<LyingEntry> {
         .compress(&vec![0u8; 64 * MIB])
         .expect("compress");
     assert!(bomb.len() < 128 * 1024, "bomb of {} bytes", bomb.len());
-    use ValidationError::{BatchDeSerializeError, UncompressedSizeCorruption};
+    // A zstd frame of one raw 10-byte block whose header asks for a 96 MiB
+    // window (19 bytes in all), and two honest frames back to back.
+    let big_window = fuzzing::zstd_raw_frame(fuzzing::WINDOW_96_MIB, b"0123456789");
+    let zstd = Compression::Zstd as i32;
+    let one = Compression::Zstd.compress(b"abcde").expect("compress");
+    let tiny = Compression::Lz4.compress(b"0123456789").expect("compress");
+    use ValidationError::{BatchDeSerializeError, DecompressionError, UncompressedSizeCorruption};
     vec![
+        (
+            "4 MiB announced by 30 bytes",
+            meta(None, lz4, Some(4 * MIB as u32)),
+            tiny,
+            UncompressedSizeCorruption,
+            1,
+        ),
+        (
+            "zstd window of 96 MiB",
+            meta(None, zstd, Some(10)),
+            big_window.into(),
+            DecompressionError,
+            1,
+        ),
+        (
+            "two zstd frames",
+            meta(None, zstd, Some(10)),
+            [&one[..], &one[..]].concat().into(),
+            DecompressionError,
+            1,
+        ),
         (
             "batch count too high",
             meta(Some(5), 0, None),

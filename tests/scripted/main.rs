@@ -15,6 +15,9 @@ mod dead_letter;
 mod handshake;
 mod hostile;
 mod hostile_entries;
+mod limits;
 mod lookup;
 mod produce;
+#[cfg(feature = "tls")]
+mod tls_downgrade;
 mod unreadable;

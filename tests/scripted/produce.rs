@@ -20,12 +20,17 @@ use pulsar_wire::proto::{self, BaseCommand, ServerError};
 use crate::common::fake_broker::{FakeBroker, FakeListener, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "produce_edges.rs"]
+mod edges;
 #[path = "produce_reconnect.rs"]
 mod reconnect;
 
+#[path = "produce_lifecycle.rs"]
+mod lifecycle;
+
 const SERVICE: &str = "svc:6650";
 
-fn producer_success(request: u64, name: &str, last_sequence_id: i64) -> BaseCommand {
+pub(super) fn producer_success(request: u64, name: &str, last_sequence_id: i64) -> BaseCommand {
     BaseCommand {
         r#type: Type::ProducerSuccess as i32,
         producer_success: Some(Box::new(proto::CommandProducerSuccess {
@@ -124,16 +129,7 @@ pub(super) async fn producer_built(
         broker.handshake_with(max_message_size).await;
         let meta = broker.expect(Type::PartitionedMetadata).await;
         broker.send(answer::partitions(request_id(&meta), 0)).await;
-        let lookup = broker.expect(Type::Lookup).await;
-        let url = format!("pulsar://{SERVICE}");
-        broker
-            .send(answer::lookup(
-                request_id(&lookup),
-                LookupType::Connect,
-                &url,
-                true,
-            ))
-            .await;
+        answer_lookup(&mut broker).await;
         let create = broker.expect(Type::Producer).await;
         broker
             .send(producer_success(
@@ -146,6 +142,20 @@ pub(super) async fn producer_built(
     };
     let (producer, broker) = tokio::join!(create, script);
     (producer.expect("producer"), broker, svc)
+}
+
+/// Answers one LOOKUP with "here, at the service address".
+pub(super) async fn answer_lookup(broker: &mut FakeBroker) {
+    let lookup = broker.expect(Type::Lookup).await;
+    let here = format!("pulsar://{SERVICE}");
+    broker
+        .send(answer::lookup(
+            request_id(&lookup),
+            LookupType::Connect,
+            &here,
+            true,
+        ))
+        .await;
 }
 
 pub(super) fn send_of(frame: &pulsar_wire::wire::Frame) -> (u64, u64) {

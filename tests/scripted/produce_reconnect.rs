@@ -12,16 +12,7 @@ use super::*;
 /// Answers the LOOKUP and PRODUCER of a re-created producer on `broker`;
 /// checks it asked under the name the broker gave; returns its new id.
 async fn recreate(broker: &mut FakeBroker) -> u64 {
-    let lookup = broker.expect(Type::Lookup).await;
-    let here = format!("pulsar://{SERVICE}");
-    broker
-        .send(answer::lookup(
-            request_id(&lookup),
-            LookupType::Connect,
-            &here,
-            true,
-        ))
-        .await;
+    answer_lookup(broker).await;
     answer_producer(broker).await
 }
 
@@ -52,7 +43,7 @@ async fn answer_producer(broker: &mut FakeBroker) -> u64 {
     id
 }
 
-fn close_producer(producer: u64, broker_url: Option<&str>) -> BaseCommand {
+pub(super) fn close_producer(producer: u64, broker_url: Option<&str>) -> BaseCommand {
     BaseCommand {
         r#type: Type::CloseProducer as i32,
         close_producer: Some(Box::new(proto::CommandCloseProducer {
@@ -203,16 +194,7 @@ async fn a_producer_re_created_after_close_is_closed_on_the_broker() {
         drop(broker);
         let mut broker = svc.accept().await;
         broker.handshake().await;
-        let lookup = broker.expect(Type::Lookup).await;
-        let here = format!("pulsar://{SERVICE}");
-        broker
-            .send(answer::lookup(
-                request_id(&lookup),
-                LookupType::Connect,
-                &here,
-                true,
-            ))
-            .await;
+        answer_lookup(&mut broker).await;
         let create = broker.expect(Type::Producer).await;
         // Closed while its PRODUCER is in flight: close does not wait for it...
         producer.close().await.expect("closed");

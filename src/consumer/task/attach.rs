@@ -109,8 +109,17 @@ impl Driver {
                     conn,
                     id,
                     generation: 0,
+                    position: Position::new(
+                        driver.settings.options.start_message_id,
+                        driver.settings.options.start_inclusive,
+                        !core.config().track_messages,
+                    ),
+                    chunks: if core.config().track_messages {
+                        ChunkAssembler::new(driver.settings.chunks)
+                    } else {
+                        ChunkAssembler::forgetting(driver.settings.chunks)
+                    },
                     core,
-                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     lost: false,
@@ -156,7 +165,13 @@ impl Driver {
         generation: u64,
         mut rx: mpsc::UnboundedReceiver<ConsumerEvent>,
     ) {
+        // A mailbox that ends without a word (the connection's task
+        // panicked) ends as a lost connection: the partition subscribes
+        // again instead of waiting forever. After a reconnect or a seek the
+        // generation has moved on and this is ignored.
+        let ended = ConsumerEvent::ConnectionLost(ConnectionError::Closed);
         let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+            .chain(futures::stream::once(std::future::ready(ended)))
             .map(move |event| (index, generation, event));
         self.events.push(Box::pin(stream));
     }
@@ -168,6 +183,8 @@ impl Driver {
     /// the broker named one.
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
+        let durable = self.settings.options.durable;
+        sub.position.on_reconnect(sub.core.first_queued(), durable);
         sub.core.on_reconnect();
         sub.chunks.restart();
         sub.generation += 1;
@@ -187,7 +204,8 @@ impl Driver {
             .entry(index)
             .or_default()
             .next_delay();
-        let (client, options) = (self.settings.client.clone(), self.settings.options.clone());
+        let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
+        options.start_message_id = sub.position.start_id().or(options.start_message_id);
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");
@@ -253,7 +271,7 @@ impl Driver {
         op: &'static str,
     ) -> Result<(), ConsumerError> {
         let after = self.settings.client.operation_timeout();
-        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
         loop {
             let waiting = (0..self.subs.len())
                 .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);

@@ -3,6 +3,12 @@
 //! selects on, so acks, flow and deliveries go on while it waits. The core
 //! hears the result (`on_dead_letter_result`) and only then acks the
 //! original; a failure makes it redeliver the original instead.
+//!
+//! Memory stays bounded however slow the dead-letter topic is: at
+//! [`MAX_FORWARDS_IN_FLIGHT`] the consumer grants the broker no more
+//! permits (its FLOWs wait here) until forwards finish, so no more
+//! messages than the receiver queue can join those in flight. A closing
+//! consumer waits for the forwards in flight at most an operation timeout.
 
 use super::*;
 use crate::consumer::letters::Letters;
@@ -18,6 +24,9 @@ pub(crate) struct Forwarded {
     result: Result<MessageId, ConsumerError>,
 }
 
+/// Forwards in flight at which the consumer stops granting permits.
+pub(crate) const MAX_FORWARDS_IN_FLIGHT: usize = 100;
+
 /// The forwards in flight and the channel their results come back on.
 #[derive(Debug)]
 pub(crate) struct Forwards {
@@ -25,6 +34,13 @@ pub(crate) struct Forwards {
     done_tx: mpsc::UnboundedSender<Forwarded>,
     pub(super) done: mpsc::UnboundedReceiver<Forwarded>,
     in_flight: usize,
+    /// The publishing tasks: dropped with the consumer's driver, which
+    /// aborts what is still running (a producer still being created is
+    /// then closed on the broker).
+    tasks: tokio::task::JoinSet<()>,
+    /// Permits held back while at the bound: (sub index, the consumer id
+    /// they are for, permits).
+    withheld: Vec<(usize, ConsumerId, u32)>,
 }
 
 impl Forwards {
@@ -37,6 +53,34 @@ impl Forwards {
             done_tx,
             done,
             in_flight: 0,
+            tasks: tokio::task::JoinSet::new(),
+            withheld: Vec::new(),
+        }
+    }
+
+    /// Holds back a FLOW of `permits` for `consumer` (of sub `index`) while
+    /// the forwards in flight are at the bound; false if it may go out now.
+    pub(super) fn withhold(&mut self, index: usize, consumer: ConsumerId, permits: u32) -> bool {
+        if self.in_flight < MAX_FORWARDS_IN_FLIGHT {
+            return false;
+        }
+        match self
+            .withheld
+            .iter_mut()
+            .find(|(i, c, _)| *i == index && *c == consumer)
+        {
+            Some((_, _, held)) => *held = held.saturating_add(permits),
+            None => self.withheld.push((index, consumer, permits)),
+        }
+        true
+    }
+
+    /// The permits held back, once the forwards in flight are below the bound.
+    fn release(&mut self) -> Vec<(usize, ConsumerId, u32)> {
+        if self.in_flight < MAX_FORWARDS_IN_FLIGHT {
+            std::mem::take(&mut self.withheld)
+        } else {
+            Vec::new()
         }
     }
 
@@ -48,7 +92,9 @@ impl Forwards {
         };
         self.in_flight += 1;
         let done = self.done_tx.clone();
-        tokio::spawn(async move {
+        // Finished tasks are reaped here; their results came by `done`.
+        while self.tasks.try_join_next().is_some() {}
+        self.tasks.spawn(async move {
             let result = letters.forward(&message).await;
             let _ = done.send(Forwarded {
                 index,
@@ -59,7 +105,8 @@ impl Forwards {
         true
     }
 
-    /// Closes the dead-letter and retry producers.
+    /// Closes the dead-letter and retry producers (bounded by the
+    /// operation timeout).
     pub(super) async fn close(&self) {
         if let Some(letters) = &self.letters {
             letters.close().await;
@@ -93,15 +140,41 @@ impl Driver {
         };
         sub.core.on_dead_letter_result(origin, result);
         self.run_actions(index, None).await;
+        for (index, consumer, permits) in self.settings.forwards.release() {
+            // A sub subscribed again since was granted its whole queue anew.
+            let Some(sub) = self.subs.get(index).filter(|s| s.id == consumer) else {
+                continue;
+            };
+            if let Err(e) = sub
+                .conn
+                .send_control(commands::flow(consumer, permits))
+                .await
+            {
+                debug!(topic = %sub.name, error = %e, "withheld FLOW not sent");
+            }
+        }
     }
 
     /// Waits for every forward in flight and settles its original, so a
-    /// closing consumer acks what it forwarded.
+    /// closing consumer acks what it forwarded; gives up after an
+    /// operation timeout (the originals not acked come back from the
+    /// broker, to whoever subscribes next).
     pub(super) async fn settle_forwards(&mut self) {
+        let Some(timeout) = self.settings.forwards.letters.as_ref().map(|l| l.timeout()) else {
+            return;
+        };
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
         while self.settings.forwards.in_flight > 0 {
-            match self.settings.forwards.done.recv().await {
-                Some(forwarded) => self.on_forwarded(forwarded).await,
-                None => return,
+            tokio::select! {
+                forwarded = self.settings.forwards.done.recv() => match forwarded {
+                    Some(forwarded) => self.on_forwarded(forwarded).await,
+                    None => return,
+                },
+                () = &mut deadline => {
+                    warn!(in_flight = self.settings.forwards.in_flight, "closing without waiting longer for dead-letter forwards");
+                    return;
+                }
             }
         }
     }
