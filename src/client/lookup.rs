@@ -113,13 +113,21 @@ impl Redirects {
     }
 }
 
+/// The outcome of a lookup: the connection to the owner, and whether the
+/// answer said to reach it through the address asked (a Pulsar proxy).
+#[derive(Debug)]
+pub(crate) struct Owner {
+    pub(crate) conn: Connection,
+    pub(crate) through_proxy: bool,
+}
+
 /// Finds the broker that owns `topic`, starting at a host of `service`,
 /// and returns a pooled connection to it.
 pub(crate) async fn lookup(
     pool: &Pool,
     service: &ServiceHosts,
     topic: &TopicName,
-) -> Result<Connection, ClientError> {
+) -> Result<Owner, ClientError> {
     let (host, first) = service.connect(pool).await?;
     let (mut logical, mut physical, mut first) = (host.clone(), host, Some(first));
     let mut authoritative = false;
@@ -140,7 +148,14 @@ pub(crate) async fn lookup(
             Err(source) => return Err(request_failed("LOOKUP", topic, source)),
         };
         match next_step(topic, &answer, &physical)? {
-            Step::Connect { logical, physical } => return pool.get(&logical, &physical).await,
+            Step::Connect { logical, physical } => {
+                let conn = pool.get(&logical, &physical).await?;
+                let through_proxy = logical != physical;
+                return Ok(Owner {
+                    conn,
+                    through_proxy,
+                });
+            }
             Step::Redirect {
                 to,
                 authoritative: flag,

@@ -16,6 +16,7 @@ pub(crate) mod tls;
 mod topic;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use address::{BrokerAddress, DEFAULT_PORT, DEFAULT_TLS_PORT};
@@ -60,6 +61,9 @@ struct Inner {
     /// Payload bytes all producers of this client may hold unanswered.
     memory: Arc<tokio::sync::Semaphore>,
     memory_limit: usize,
+    /// The last lookup said to reach the owner through the service URL:
+    /// the service is a Pulsar proxy.
+    behind_proxy: AtomicBool,
 }
 
 impl Client {
@@ -88,14 +92,20 @@ impl Client {
     /// 20 redirects, [`ClientError::Connect`] if the broker cannot be
     /// reached, [`ClientError::Closed`] after [`close`](Self::close).
     pub async fn lookup(&self, topic: &TopicName) -> Result<Connection, ClientError> {
-        lookup::lookup(&self.inner.pool, &self.inner.service, topic).await
+        let owner = lookup::lookup(&self.inner.pool, &self.inner.service, topic).await?;
+        self.inner
+            .behind_proxy
+            .store(owner.through_proxy, Ordering::Relaxed);
+        Ok(owner.conn)
     }
 
     /// The connection a producer or consumer of `topic` reconnects on: to
     /// the broker the broker named (CLOSE_PRODUCER / CLOSE_CONSUMER /
     /// TOPIC_MIGRATED carry its URLs; the one of this client's scheme is
     /// used, and only if it has that scheme), or found by a fresh lookup
-    /// when it named none.
+    /// when it named none. Behind a Pulsar proxy the named broker is
+    /// reached through the proxy, as lookups reach owners, since the client
+    /// may not reach it otherwise.
     pub(crate) async fn reconnect_to(
         &self,
         topic: &TopicName,
@@ -104,6 +114,10 @@ impl Client {
         match hint.and_then(|h| h.url_for(self.inner.service.is_tls())) {
             Some(url) => {
                 let broker = BrokerAddress::from_url(url)?;
+                if self.inner.behind_proxy.load(Ordering::Relaxed) {
+                    let (pool, service) = (&self.inner.pool, &self.inner.service);
+                    return service.connect_through(pool, &broker).await;
+                }
                 self.inner.pool.get(&broker, &broker).await
             }
             None => self.lookup(topic).await,
@@ -386,6 +400,7 @@ impl ClientBuilder {
                 operation_timeout: self.operation_timeout,
                 memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
                 memory_limit: self.memory_limit,
+                behind_proxy: AtomicBool::new(false),
             }),
         })
     }

@@ -84,9 +84,28 @@ impl ServiceHosts {
         &self,
         pool: &Pool,
     ) -> Result<(BrokerAddress, Connection), ClientError> {
+        self.connect_as(pool, None).await
+    }
+
+    /// A pooled connection to broker `logical` through one of the hosts (a
+    /// Pulsar proxy), tried in turn as [`connect`](Self::connect) does.
+    pub(crate) async fn connect_through(
+        &self,
+        pool: &Pool,
+        logical: &BrokerAddress,
+    ) -> Result<Connection, ClientError> {
+        Ok(self.connect_as(pool, Some(logical)).await?.1)
+    }
+
+    /// To `logical` through a host, or to a host itself when `None`.
+    async fn connect_as(
+        &self,
+        pool: &Pool,
+        logical: Option<&BrokerAddress>,
+    ) -> Result<(BrokerAddress, Connection), ClientError> {
         let mut last = None;
         for host in self.in_turn() {
-            match pool.get(host, host).await {
+            match pool.get(logical.unwrap_or(host), host).await {
                 Ok(conn) => return Ok((host.clone(), conn)),
                 // The pool is closed: no other host will do better.
                 Err(ClientError::Closed) => return Err(ClientError::Closed),

@@ -166,7 +166,8 @@ impl Producer {
     /// up and the producer is set to [`WhenFull::Fail`]. The receipt
     /// fails with [`ProducerError::MessageTooLarge`] (nothing was sent),
     /// [`ProducerError::Full`] (with [`WhenFull::Fail`]),
-    /// [`ProducerError::Send`] (SEND_ERROR), [`ProducerError::Timeout`],
+    /// [`ProducerError::Send`] (a SEND_ERROR that refuses the message for
+    /// good; after any other the message is sent again), [`ProducerError::Timeout`],
     /// or the error that ended the producer.
     ///
     /// # Examples

@@ -28,6 +28,7 @@ use crate::clock;
 use crate::connection::{Connection, ProducerEvent};
 use crate::ids::{ProducerId, SequenceId};
 use crate::message_id::MessageId;
+use crate::proto::ServerError;
 use crate::wire::{Checksum, Frame, Payload, commands};
 
 #[path = "task_link.rs"]
@@ -341,6 +342,24 @@ impl Driver {
                 sequence_id,
                 code,
                 message,
+            } if !fails_the_send(code) => {
+                // A broker that could not store the message for now (its
+                // ledger fenced as the topic moves, bookies unreachable):
+                // like the Java client, start over and send everything
+                // unconfirmed again; the send timeout bounds the retries.
+                let topic = self.p.topic.clone();
+                let why = ProducerError::Send {
+                    topic,
+                    sequence_id: sequence_id.0,
+                    code,
+                    message,
+                };
+                self.lose(why, None, true);
+            }
+            ProducerEvent::SendError {
+                sequence_id,
+                code,
+                message,
             } => match self.pending.on_send_error(sequence_id.0) {
                 Ok(mut failed) => {
                     // The other chunks of a message share its sequence id:
@@ -446,4 +465,16 @@ impl Driver {
             let _ = done.send(result);
         }
     }
+}
+
+/// Whether a SEND_ERROR with `code` fails the message for good. The Java
+/// client fails it on a checksum mismatch, a terminated topic and a refused
+/// message, and for any other code reconnects and sends it again.
+fn fails_the_send(code: ServerError) -> bool {
+    matches!(
+        code,
+        ServerError::ChecksumError
+            | ServerError::TopicTerminatedError
+            | ServerError::NotAllowedError
+    )
 }

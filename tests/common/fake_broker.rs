@@ -126,6 +126,19 @@ impl FakeBroker {
         self.send(answer::connected(max_message_size)).await;
     }
 
+    /// Expects CONNECT asking a Pulsar proxy for `broker` (its
+    /// `proxy_to_broker_url`, `host:port`) and answers CONNECTED.
+    pub async fn handshake_via_proxy(&mut self, broker: &str) {
+        let connect = self.expect(Type::Connect).await;
+        let target = connect
+            .command
+            .connect
+            .as_ref()
+            .and_then(|c| c.proxy_to_broker_url.clone());
+        assert_eq!(target.as_deref(), Some(broker), "CONNECT names the broker");
+        self.send(answer::connected(None)).await;
+    }
+
     /// Waits until the client closes the socket, discarding what it sends.
     pub async fn until_closed(&mut self) {
         while self.recv().await.is_some() {}
@@ -209,6 +222,16 @@ pub mod answer {
             })),
             ..base(Type::LookupResponse)
         }
+    }
+
+    /// A Pulsar proxy's lookup answer: Connect to `url`, through the proxy
+    /// (`proxy_through_service_url`).
+    pub fn lookup_via_proxy(request: u64, url: &str) -> BaseCommand {
+        let mut answer = lookup(request, LookupType::Connect, url, true);
+        if let Some(body) = answer.lookup_topic_response.as_mut() {
+            body.proxy_through_service_url = Some(true);
+        }
+        answer
     }
 
     pub fn partitions(request: u64, partitions: u32) -> BaseCommand {

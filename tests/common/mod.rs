@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod broker;
+pub mod cluster;
 pub mod fake_broker;
 pub mod fault_proxy;
 pub mod jwt;
@@ -31,6 +32,22 @@ pub fn unique_topic(prefix: &str) -> String {
     )
 }
 
+/// A Shared consumer of `topic` on `subscription`, from the start of the topic.
+pub async fn shared_from_start(
+    client: &pulsar_wire::Client,
+    topic: &str,
+    subscription: &str,
+) -> pulsar_wire::Consumer {
+    use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+    client
+        .consumer(topic, subscription)
+        .subscription_type(SubscriptionType::Shared)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .expect("subscribe")
+}
+
 /// Sends `tracing` output to the test's captured output (`RUST_LOG` filters it).
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -42,10 +59,14 @@ pub fn init_tracing() {
 /// Runs `f`, failing the test if it takes longer than a generous limit. A
 /// guard against hangs only: tests never assert on time.
 pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
-    const LIMIT: Duration = Duration::from_secs(60);
-    match tokio::time::timeout(LIMIT, f).await {
+    guard_for(what, Duration::from_secs(60), f).await
+}
+
+/// [`guard`] with a limit of its own, for runs that are long by design.
+pub async fn guard_for<F: Future>(what: &str, limit: Duration, f: F) -> F::Output {
+    match tokio::time::timeout(limit, f).await {
         Ok(out) => out,
-        Err(_) => panic!("{what}: no outcome within {LIMIT:?} (hang guard)"),
+        Err(_) => panic!("{what}: no outcome within {limit:?} (hang guard)"),
     }
 }
 

@@ -86,7 +86,9 @@ async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
             "{props:?}"
         );
         let sequence = send.command.send.as_ref().expect("send").sequence_id;
-        // Paused clock: the backoff before the redelivery is exact.
+        // The DLQ refuses the copy for good (a transient error would only
+        // make its producer send it again). Paused clock: the backoff
+        // before the redelivery is exact.
         let failed_at = tokio::time::Instant::now();
         broker
             .send(BaseCommand {
@@ -94,8 +96,8 @@ async fn a_dead_letter_original_is_acked_only_after_the_copy_is_confirmed() {
                 send_error: Some(Box::new(proto::CommandSendError {
                     producer_id: producer,
                     sequence_id: sequence,
-                    error: ServerError::PersistenceError as i32,
-                    message: "bookies down".into(),
+                    error: ServerError::NotAllowedError as i32,
+                    message: "refused".into(),
                 })),
                 ..BaseCommand::default()
             })

@@ -215,26 +215,13 @@ async fn proxy_through_service_url_connects_via_the_asked_address() {
 
     let lookup = spawn_lookup(&client, "t");
     let frame = proxy.expect(Type::Lookup).await;
-    let mut via_proxy = answer::lookup(
-        request_id(&frame),
-        LookupType::Connect,
-        "pulsar://hidden:6650",
-        false,
-    );
-    if let Some(body) = via_proxy.lookup_topic_response.as_mut() {
-        body.proxy_through_service_url = Some(true);
-    }
-    proxy.send(via_proxy).await;
+    let url = "pulsar://hidden:6650";
+    proxy
+        .send(answer::lookup_via_proxy(request_id(&frame), url))
+        .await;
 
     let mut proxied = svc.accept().await;
-    let connect = proxied.expect(Type::Connect).await;
-    let target = connect
-        .command
-        .connect
-        .as_ref()
-        .and_then(|c| c.proxy_to_broker_url.clone());
-    assert_eq!(target.as_deref(), Some("hidden:6650"));
-    proxied.send(answer::connected(None)).await;
+    proxied.handshake_via_proxy("hidden:6650").await;
     let conn = guard("lookup", lookup)
         .await
         .expect("task")

@@ -43,14 +43,14 @@ pub(super) fn producer_success(request: u64, name: &str, last_sequence_id: i64) 
     }
 }
 
-fn send_error(producer: u64, sequence: u64) -> BaseCommand {
+fn send_error(producer: u64, sequence: u64, code: ServerError, message: &str) -> BaseCommand {
     BaseCommand {
         r#type: Type::SendError as i32,
         send_error: Some(Box::new(proto::CommandSendError {
             producer_id: producer,
             sequence_id: sequence,
-            error: ServerError::PersistenceError as i32,
-            message: "bookies down".into(),
+            error: code as i32,
+            message: message.into(),
         })),
         ..BaseCommand::default()
     }
@@ -173,15 +173,16 @@ async fn sequence_ids_continue_and_send_errors_reach_their_sender() {
         let (id, seq) = send_of(&broker.expect(Type::Send).await);
         assert_eq!(seq, 42, "continues from last_sequence_id + 1");
         assert_eq!(send_of(&broker.expect(Type::Send).await).1, 43);
-        broker.send(send_error(id, 42)).await;
+        let refused = send_error(id, 42, ServerError::NotAllowedError, "not allowed");
+        broker.send(refused).await;
         broker.send(answer::receipt(id, 43)).await;
         match first.await {
             Err(ProducerError::Send {
                 sequence_id: 42,
-                code: ServerError::PersistenceError,
+                code: ServerError::NotAllowedError,
                 message,
                 ..
-            }) => assert_eq!(message, "bookies down"),
+            }) => assert_eq!(message, "not allowed"),
             other => panic!("expected a send error, got {other:?}"),
         }
         assert_eq!(second.await.expect("receipt").entry_id, 43);

@@ -1,7 +1,9 @@
 //! Producer reconnection against the scripted broker: a lost connection, a
 //! receipt that skips ahead and CLOSE_PRODUCER re-create the producer
 //! (under its name, at the broker named if one is) and resend every
-//! unconfirmed message in order with its sequence id; close during a
+//! unconfirmed message in order with its sequence id; so does a
+//! SEND_ERROR the broker can get over (a fenced ledger while the topic
+//! moves), as in the Java client; close during a
 //! reconnect ends at once; sends made while reconnecting are bounded by the
 //! send timeout.
 
@@ -12,6 +14,22 @@ use super::*;
 async fn recreate(broker: &mut FakeBroker) -> u64 {
     answer_lookup(broker).await;
     answer_producer(broker).await
+}
+
+/// Expects the client to close producer `old` and create it again on the
+/// same connection; returns the new producer id.
+async fn closed_and_recreated(broker: &mut FakeBroker, old: u64) -> u64 {
+    let close = broker.expect(Type::CloseProducer).await;
+    let body = close
+        .command
+        .close_producer
+        .as_ref()
+        .expect("CLOSE_PRODUCER");
+    assert_eq!(body.producer_id, old);
+    broker.send(answer::success(body.request_id)).await;
+    let fresh = recreate(broker).await;
+    assert_ne!(fresh, old, "a fresh producer id");
+    fresh
 }
 
 async fn answer_producer(broker: &mut FakeBroker) -> u64 {
@@ -96,16 +114,7 @@ async fn a_receipt_that_skips_ahead_re_creates_the_producer_and_resends() {
         // ...one for the second send while the first is oldest is not: the
         // producer is closed and created again on the same connection.
         broker.send(answer::receipt(id, 11)).await;
-        let close = broker.expect(Type::CloseProducer).await;
-        let body = close
-            .command
-            .close_producer
-            .as_ref()
-            .expect("CLOSE_PRODUCER");
-        assert_eq!(body.producer_id, id);
-        broker.send(answer::success(body.request_id)).await;
-        let fresh = recreate(&mut broker).await;
-        assert_ne!(fresh, id, "a fresh producer id");
+        let fresh = closed_and_recreated(&mut broker, id).await;
         assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 10));
         assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 11));
         broker.send(answer::receipt(fresh, 10)).await;
@@ -204,6 +213,86 @@ async fn a_producer_re_created_after_close_is_closed_on_the_broker() {
             close.command.close_producer.as_ref().map(|c| c.producer_id),
             Some(id)
         );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_proxy_close_producer_naming_a_broker_reconnects_through_the_proxy() {
+    guard("assigned broker behind a proxy", async {
+        init_tracing();
+        // SERVICE is a Pulsar proxy: its lookups answer
+        // proxy_through_service_url, and the brokers are reached through it.
+        let net = FakeNetwork::new();
+        let mut proxy = net.listen(SERVICE);
+        let create = async {
+            let client = Client::builder()
+                .service_url(format!("pulsar://{SERVICE}"))
+                .connector(net.clone())
+                .build()
+                .await
+                .expect("client");
+            client.producer("orders").batching(false).create().await
+        };
+        let script = async {
+            let mut lookups = proxy.accept().await;
+            lookups.handshake().await;
+            let meta = lookups.expect(Type::PartitionedMetadata).await;
+            lookups.send(answer::partitions(request_id(&meta), 0)).await;
+            let lookup = lookups.expect(Type::Lookup).await;
+            let url = "pulsar://hidden:6650";
+            lookups
+                .send(answer::lookup_via_proxy(request_id(&lookup), url))
+                .await;
+            let mut hidden = proxy.accept().await;
+            hidden.handshake_via_proxy("hidden:6650").await;
+            let create = hidden.expect(Type::Producer).await;
+            hidden
+                .send(producer_success(request_id(&create), "p-1", -1))
+                .await;
+            (lookups, hidden)
+        };
+        let (producer, (_lookups, mut hidden)) = tokio::join!(create, script);
+        let producer = producer.expect("producer");
+        let receipt = producer.send("m").await.expect("queued");
+        let (id, _) = send_of(&hidden.expect(Type::Send).await);
+        // The broker behind the proxy hands the topic to "other" (as the
+        // extensible load manager does on unload): the producer goes there
+        // through the proxy, the only address it can reach.
+        hidden
+            .send(close_producer(id, Some("pulsar://other:6650")))
+            .await;
+        let mut moved = proxy.accept().await;
+        moved.handshake_via_proxy("other:6650").await;
+        let fresh = answer_producer(&mut moved).await;
+        assert_eq!(send_of(&moved.expect(Type::Send).await), (fresh, 0));
+        moved.send(answer::receipt(fresh, 0)).await;
+        assert_eq!(receipt.await.expect("stored").entry_id, 0);
+        assert_eq!(net.connects("other:6650"), 0, "never dialled directly");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_persistence_error_re_creates_the_producer_and_resends() {
+    guard("transient send error", async {
+        let (producer, mut broker) = producer(None, -1).await;
+        let first = producer.send("a").await.expect("queued");
+        let second = producer.send("b").await.expect("queued");
+        let (id, _) = send_of(&broker.expect(Type::Send).await);
+        broker.expect(Type::Send).await;
+        // The topic's ledger was fenced by its next owner: the broker did
+        // not store "a" and will close the topic. Not the application's
+        // error: the producer starts over and sends both again.
+        let fenced = send_error(id, 0, ServerError::PersistenceError, "fenced");
+        broker.send(fenced).await;
+        let fresh = closed_and_recreated(&mut broker, id).await;
+        assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 0));
+        assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, 1));
+        broker.send(answer::receipt(fresh, 0)).await;
+        broker.send(answer::receipt(fresh, 1)).await;
+        assert_eq!(first.await.expect("stored").entry_id, 0);
+        assert_eq!(second.await.expect("stored").entry_id, 1);
     })
     .await;
 }

@@ -44,13 +44,7 @@ async fn direct(broker: &TestBroker) -> Client {
 
 /// A Shared consumer of `topic` on a new subscription from the start.
 async fn fresh_consumer(client: &Client, topic: &str, subscription: &str) -> Consumer {
-    client
-        .consumer(topic, subscription)
-        .subscription_type(SubscriptionType::Shared)
-        .initial_position(InitialPosition::Earliest)
-        .subscribe()
-        .await
-        .expect("subscribe")
+    crate::common::shared_from_start(client, topic, subscription).await
 }
 
 /// Sends [`body`]`(0..total)` and waits for every receipt.

@@ -1,0 +1,72 @@
+//! A topic moved between the brokers while a producer and a Shared consumer
+//! run on it: its bundle is unloaded to the other broker again and again
+//! (admin REST unload with a destination) and split once. The handles
+//! follow by themselves; every confirmed message is consumed.
+
+use super::traffic::LONG;
+use super::traffic::{Traffic, client, producer, shared};
+use crate::common::cluster::Cluster;
+use crate::common::{admin, guard, guard_for, unique_topic};
+
+/// A namespace of its own (4 bundles), so the split leaves public/default alone.
+pub(crate) async fn fresh_namespace(cluster: &Cluster, prefix: &str) -> String {
+    let name = unique_topic(prefix);
+    let local = name.rsplit('/').next().expect("a name");
+    let namespace = format!("public/{local}");
+    admin::create_namespace(cluster.admin(), &namespace, 4).await;
+    namespace
+}
+
+#[tokio::test]
+async fn moving_the_topic_between_brokers_under_load_loses_no_confirmed_message() {
+    const TOTAL: u64 = 20_000;
+    /// Confirmed counts at which the topic moves; the one marked `true` is a split.
+    const MOVES: [(u64, bool); 7] = [
+        (1_500, false),
+        (4_000, false),
+        (6_500, false),
+        (9_000, true),
+        (11_500, false),
+        (14_000, false),
+        (16_500, false),
+    ];
+    let Some(cluster) = Cluster::attach().await else {
+        return;
+    };
+    let namespace = fresh_namespace(&cluster, "moves").await;
+    let topic = format!("persistent://{namespace}/moving");
+    cluster.place(&topic, 1).await;
+
+    let client = client(&cluster.broker(1).service_url).await;
+    let consumer = shared(&client, &topic, "s").await;
+    let mut traffic = Traffic::start(producer(&client, &topic).await, consumer, TOTAL);
+    let mut path = vec![1];
+    for (at, split) in MOVES {
+        traffic.confirmed(at).await;
+        let from = *path.last().expect("an owner");
+        let to = if split {
+            let bundle = admin::topic_bundle(cluster.admin(), &topic).await;
+            guard(
+                "split",
+                admin::split_bundle(cluster.admin(), &namespace, &bundle),
+            )
+            .await;
+            cluster.owner(&topic).await
+        } else {
+            let to = Cluster::other(from);
+            guard("move", cluster.place(&topic, to)).await;
+            to
+        };
+        path.push(to);
+    }
+    let report = guard_for("the rest consumed", LONG, traffic.finish("moves")).await;
+    eprintln!(
+        "moves: owners {path:?}, {} duplicates over {} confirmed",
+        report.duplicates, report.confirmed
+    );
+    assert!(
+        path.windows(2).filter(|w| w[0] != w[1]).count() >= 5,
+        "the topic moved between brokers: {path:?}"
+    );
+    client.close().await;
+}
