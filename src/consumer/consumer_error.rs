@@ -148,6 +148,18 @@ pub enum ConsumerError {
         /// Why.
         source: Box<Self>,
     },
+    /// With ack receipts: an ack that could not be sent and confirmed, because
+    /// the consumer closed first (a batch member whose batch was not fully
+    /// acked, a partition still subscribing again), or it named a batch
+    /// member the consumer cannot ack without acking its siblings. The
+    /// message comes back unless it is acked again.
+    #[error(
+        "an ack on {topic} was not sent: the consumer closed first, or its batch was never complete"
+    )]
+    AckNotSent {
+        /// The topic (partition).
+        topic: String,
+    },
     /// The broker closed the consumer, or its connection died, and it could
     /// not subscribe again (each attempt's error is logged).
     #[error(
@@ -171,6 +183,7 @@ impl ConsumerError {
                 | Self::Request { .. }
                 | Self::UnexpectedResponse { .. }
                 | Self::Lost { .. }
+                | Self::AckNotSent { .. }
                 | Self::Letter { .. }
                 | Self::InitialSubscription { .. }
         )

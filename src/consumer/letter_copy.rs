@@ -136,6 +136,7 @@ mod tests {
             sequence_id: 9,
             redelivery_count: 3,
             null_value: false,
+            batch_size: None,
         }))
     }
 

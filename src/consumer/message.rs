@@ -41,6 +41,9 @@ pub(crate) struct MessageFields {
     pub(crate) sequence_id: u64,
     pub(crate) redelivery_count: u32,
     pub(crate) null_value: bool,
+    /// For a batch member, the size of its batch (an ack of it after a
+    /// reconnect needs it to leave the siblings unacked).
+    pub(crate) batch_size: Option<u32>,
 }
 
 impl Message {
@@ -144,6 +147,7 @@ mod tests {
             sequence_id: 9,
             redelivery_count: 2,
             null_value: false,
+            batch_size: None,
         }));
         assert_eq!(m.id().batch_index, 1);
         assert_eq!(m.topic(), "persistent://public/default/t");

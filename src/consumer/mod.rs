@@ -29,7 +29,9 @@ mod permits;
 mod reader;
 pub(crate) mod receive;
 mod retry;
+mod rewind;
 mod run;
+mod settled;
 mod subscribe;
 mod task;
 mod tick;
@@ -43,9 +45,9 @@ mod core_tests_batch_dlq;
 #[cfg(test)]
 mod proptests;
 
-pub use self::core::ConsumerCore;
+pub use self::core::{Acked, ConsumerCore};
 pub use actions::{Action, Incoming};
-pub use config::{CoreConfig, SubscriptionType};
+pub use config::{CoreConfig, DEFAULT_REWIND_MIN_DELAY, SubscriptionType};
 pub use dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
 pub use error::{ConfigError, CoreError};
 pub use nack::{NackPolicy, RedeliveryBackoff};
@@ -272,7 +274,7 @@ impl Consumer {
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
     /// [`ConsumerError::Closed`], or with receipts the broker's error.
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
-        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
@@ -280,6 +282,7 @@ impl Consumer {
             return self.send(task::Command::Ack {
                 topic,
                 id,
+                batch_size,
                 cumulative: false,
                 reply: None,
             });
@@ -287,6 +290,7 @@ impl Consumer {
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
+            batch_size,
             cumulative: false,
             reply: Some(reply),
         })
@@ -308,10 +312,11 @@ impl Consumer {
                 subscription: self.subscription_type,
             });
         }
-        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
+            batch_size,
             cumulative: true,
             reply: Some(reply),
         })

@@ -228,6 +228,7 @@ impl Entry<'_> {
             sequence_id: m.sequence_id,
             redelivery_count: self.redelivery_count,
             null_value: m.null_value(),
+            batch_size: None,
         }))
     }
 
@@ -250,6 +251,7 @@ impl Entry<'_> {
                 .unwrap_or(self.metadata.sequence_id + index as u64),
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
+            batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),
         }))
     }
 }

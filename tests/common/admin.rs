@@ -1,18 +1,43 @@
 //! The few Apache Pulsar admin (REST) calls the tests need, over a plain
-//! HTTP/1.1 request: no HTTP client dependency for one PUT.
+//! HTTP/1.1 request: no HTTP client dependency for two PUTs.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Creates `topic` (`persistent://tenant/ns/name`) with `partitions` partitions.
 pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
+    let path = topic.replace("://", "/");
+    let what = format!("creating {topic} with {partitions} partitions");
+    put(
+        admin_url,
+        &format!("{path}/partitions"),
+        &partitions.to_string(),
+        &what,
+    )
+    .await;
+}
+
+/// Unloads `topic` (`persistent://tenant/ns/name`): the broker closes its
+/// producers and consumers (CLOSE_PRODUCER / CLOSE_CONSUMER) and loads it
+/// again when they come back.
+pub async fn unload_topic(admin_url: &str, topic: &str) {
+    let path = topic.replace("://", "/");
+    put(
+        admin_url,
+        &format!("{path}/unload"),
+        "",
+        &format!("unloading {topic}"),
+    )
+    .await;
+}
+
+/// `PUT /admin/v2/{path}` with a JSON `body`; panics unless the answer is 2xx.
+async fn put(admin_url: &str, path: &str, body: &str, what: &str) {
     let host = admin_url
         .strip_prefix("http://")
         .expect("admin URL is http://host:port");
-    let path = topic.replace("://", "/");
-    let body = partitions.to_string();
     let request = format!(
-        "PUT /admin/v2/{path}/partitions HTTP/1.1\r\nHost: {host}\r\n\
+        "PUT /admin/v2/{path} HTTP/1.1\r\nHost: {host}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
@@ -27,8 +52,5 @@ pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: 
         .await
         .expect("admin answer");
     let status = answer.split_whitespace().nth(1).unwrap_or("");
-    assert!(
-        status.starts_with('2'),
-        "creating {topic} with {partitions} partitions: {answer}"
-    );
+    assert!(status.starts_with('2'), "{what}: {answer}");
 }

@@ -17,6 +17,8 @@ use pulsar_wire::{Client, ConsumerError, MessageId};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "consume_acks.rs"]
+mod acks;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
 

@@ -207,7 +207,7 @@ async fn attach_subscribe(broker: &mut FakeBroker) -> u64 {
 }
 
 /// The broker's CLOSE_CONSUMER for consumer `id`.
-fn close_consumer(id: u64) -> BaseCommand {
+pub(super) fn close_consumer(id: u64) -> BaseCommand {
     BaseCommand {
         r#type: Type::CloseConsumer as i32,
         close_consumer: Some(Box::new(proto::CommandCloseConsumer {
@@ -219,7 +219,7 @@ fn close_consumer(id: u64) -> BaseCommand {
 }
 
 /// Answers `lookup` with this (the only) broker, authoritatively.
-async fn answer_lookup_here(broker: &mut FakeBroker, lookup: &Frame) {
+pub(super) async fn answer_lookup_here(broker: &mut FakeBroker, lookup: &Frame) {
     let here = format!("pulsar://{SERVICE}");
     let answer = answer::lookup(request_id(lookup), LookupType::Connect, &here, true);
     broker.send(answer).await;

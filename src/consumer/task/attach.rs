@@ -86,6 +86,7 @@ impl Driver {
         topics: Vec<TopicName>,
         activity: watch::Sender<Activity>,
     ) -> Result<Self, ConsumerError> {
+        let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
@@ -95,6 +96,9 @@ impl Driver {
             activity,
             resubscribes: Resubscribes::default(),
             started: clock::now(),
+            ack_tokens: 0,
+            acks_landed_tx,
+            acks_landed,
         };
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
@@ -112,6 +116,7 @@ impl Driver {
                     core,
                     grouped: Vec::new(),
                     flush_at: None,
+                    acks: Default::default(),
                     lost: false,
                 }),
                 Err(e) => {
@@ -121,7 +126,7 @@ impl Driver {
             }
             let now = clock::now();
             driver.subs[index].core.on_subscribed(now);
-            driver.run_actions(index, None).await;
+            driver.run_actions(index).await;
         }
         Ok(driver)
     }
@@ -169,6 +174,10 @@ impl Driver {
         let sub = &mut self.subs[index];
         sub.core.on_reconnect();
         sub.generation += 1;
+        // ACKs in flight may have missed the consumer: sent again after the
+        // subscribe, as are grouped acks (under the new consumer id).
+        sub.acks.requeue_in_flight();
+        sub.flush_at = None;
         if !sub.conn.is_closed() {
             // TOPIC_MIGRATED leaves the registration in place.
             sub.conn.unregister_consumer(sub.id).await;
@@ -226,7 +235,9 @@ impl Driver {
                     backoff.reset();
                 }
                 self.listen(index, generation, rx);
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
+                self.flush_acks(index).await;
+                self.resend_acks(index);
             }
             Err(e) if retryable(&e) => {
                 debug!(topic = %sub.name, error = %e, "subscribing again failed; will retry");
@@ -235,6 +246,12 @@ impl Driver {
             Err(e) => {
                 warn!(topic = %sub.name, error = %e, "subscription given up");
                 sub.lost = true;
+                let attempts = self.resubscribes.attempts(index);
+                let topic = sub.name.to_string();
+                sub.acks.fail_all(|| ConsumerError::Lost {
+                    topic: topic.clone(),
+                    attempts,
+                });
             }
         }
     }
@@ -277,6 +294,31 @@ impl Driver {
         self.detach_all(true).await;
     }
 
+    /// Before a close: acks still to send wait (bounded by the operation
+    /// timeout) for a partition that subscribes again, so they go out under
+    /// its new consumer id; then ACK requests in flight get their answers.
+    pub(super) async fn deliver_pending_acks(&mut self) {
+        let waiting = self.subs.iter().enumerate().any(|(index, sub)| {
+            self.resubscribes.is_running(index)
+                && !sub.lost
+                && (!sub.grouped.is_empty() || !sub.acks.is_empty() || sub.core.has_queued_acks())
+        });
+        if waiting {
+            if let Err(e) = self.settle_resubscribes("ACK").await {
+                debug!(error = %e, "acks not sent before the close");
+            }
+        }
+        self.settle_acks().await;
+    }
+
+    /// The error for sub `index` once it lost its subscription for good.
+    pub(super) fn lost_error(&self, index: usize) -> ConsumerError {
+        ConsumerError::Lost {
+            topic: self.subs[index].name.to_string(),
+            attempts: self.resubscribes.attempts(index),
+        }
+    }
+
     /// Stops routing to every consumer, after CLOSE_CONSUMER if `close`
     /// (not after UNSUBSCRIBE: pulsar-lite answers a command for an unknown
     /// consumer by closing the whole shared connection).
@@ -296,6 +338,12 @@ impl Driver {
                     .await;
             }
             sub.conn.unregister_consumer(sub.id).await;
+        }
+        for sub in &mut self.subs {
+            let topic = sub.name.to_string();
+            sub.acks.fail_all(|| ConsumerError::AckNotSent {
+                topic: topic.clone(),
+            });
         }
         for reply in self.waiting.drain(..) {
             let _ = reply.send(Err(ConsumerError::Closed));

@@ -92,7 +92,7 @@ impl Driver {
             }
         };
         sub.core.on_dead_letter_result(origin, result);
-        self.run_actions(index, None).await;
+        self.run_actions(index).await;
     }
 
     /// Waits for every forward in flight and settles its original, so a

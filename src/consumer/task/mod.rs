@@ -6,6 +6,7 @@
 //! `attach.rs` subscribes (and subscribes again), `execute.rs` turns the
 //! cores' actions and the handle's requests into commands on the wire.
 
+mod acks;
 mod attach;
 mod execute;
 mod forward;
@@ -28,7 +29,7 @@ use super::consumer_error::ConsumerError;
 use super::message::Message;
 use super::receive::{self, Delivery};
 use super::subscribe::SubscribeOptions;
-use super::{Action, ConsumerCore, CoreConfig, CoreError, Incoming};
+use super::{Acked, Action, ConsumerCore, CoreConfig, CoreError, Incoming};
 use crate::MessageId;
 use crate::client::{Client, TopicName};
 use crate::clock;
@@ -50,10 +51,12 @@ pub(crate) enum Command {
     Receive(Reply<Message>),
     /// Hand the next message over if one is queued now.
     TryReceive(Reply<Option<Message>>),
-    /// Ack `id` (of `topic`), individually or cumulatively.
+    /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
+    /// cumulatively.
     Ack {
         topic: Arc<str>,
         id: MessageId,
+        batch_size: Option<u32>,
         cumulative: bool,
         /// `None`: nobody waits for the outcome.
         reply: Option<Reply<()>>,
@@ -90,6 +93,8 @@ struct Sub {
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
+    /// Acks someone waits for (with receipts), and ACKs to send again.
+    acks: acks::AckWaiters,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     lost: bool,
 }
@@ -122,6 +127,11 @@ pub(crate) struct Driver {
     /// When the task started: the instant the cores get when they do not
     /// use the clock (see [`Driver::core_now`]).
     started: std::time::Instant,
+    /// ACK requests (with receipts): the next flight's token, and where
+    /// their outcomes come back.
+    ack_tokens: u64,
+    acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
+    acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -177,6 +187,7 @@ impl Driver {
                     }
                     None => {
                         self.settle_forwards().await;
+                        self.deliver_pending_acks().await;
                         self.close_all().await;
                         self.settings.forwards.close().await;
                         return;
@@ -188,6 +199,7 @@ impl Driver {
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
                 }
+                Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
@@ -195,7 +207,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
-                        self.run_actions(index, None).await;
+                        self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;
                         }
@@ -220,9 +232,10 @@ impl Driver {
             Command::Ack {
                 topic,
                 id,
+                batch_size,
                 cumulative,
                 reply,
-            } => self.ack(&topic, id, cumulative, reply).await,
+            } => self.ack(&topic, id, batch_size, cumulative, reply).await,
             Command::Nack {
                 topic,
                 id,
@@ -232,7 +245,7 @@ impl Driver {
                     self.subs[index]
                         .core
                         .nack(clock::now(), id, redelivery_count);
-                    self.run_actions(index, None).await;
+                    self.run_actions(index).await;
                 }
             }
             Command::Seek(target, reply) => {
@@ -254,6 +267,7 @@ impl Driver {
             }
             Command::Close(reply) => {
                 self.settle_forwards().await;
+                self.deliver_pending_acks().await;
                 self.close_all().await;
                 self.settings.forwards.close().await;
                 let _ = reply.send(Ok(()));
@@ -267,10 +281,14 @@ impl Driver {
         self.subs.iter().position(|s| &*s.name == topic)
     }
 
+    /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
+    /// that covers it (see `acks.rs`), otherwise it is answered once the
+    /// ack is handed to the core, which keeps it until it can be sent.
     async fn ack(
         &mut self,
         topic: &str,
         id: MessageId,
+        batch_size: Option<u32>,
         cumulative: bool,
         reply: Option<Reply<()>>,
     ) {
@@ -287,22 +305,45 @@ impl Driver {
             return;
         };
         let now = self.core_now();
-        let core = &mut self.subs[index].core;
-        if cumulative {
-            if let Err(e) = core.ack_cumulative(now, id) {
-                let error = match e {
-                    CoreError::CumulativeAckNotAllowed { subscription } => {
-                        ConsumerError::CumulativeAckNotAllowed { subscription }
-                    }
-                    other => ConsumerError::Core(other),
-                };
-                answer(reply, error);
-                return;
+        let sub = &mut self.subs[index];
+        let acked = if cumulative {
+            match sub.core.ack_cumulative_with_batch_size(now, id, batch_size) {
+                Ok(acked) => acked,
+                Err(e) => {
+                    let error = match e {
+                        CoreError::CumulativeAckNotAllowed { subscription } => {
+                            ConsumerError::CumulativeAckNotAllowed { subscription }
+                        }
+                        other => ConsumerError::Core(other),
+                    };
+                    answer(reply, error);
+                    return;
+                }
             }
         } else {
-            core.ack(now, id);
+            sub.core.ack_with_batch_size(now, id, batch_size)
+        };
+        if let Some(reply) = reply {
+            match acked {
+                _ if !self.settings.ack_receipts => {
+                    let _ = reply.send(Ok(()));
+                }
+                _ if sub.lost => {
+                    let _ = reply.send(Err(self.lost_error(index)));
+                    return;
+                }
+                Acked::Queued => sub.acks.next.push(reply),
+                Acked::AwaitingBatch { entry } => {
+                    sub.acks.by_entry.entry(entry).or_default().push(reply);
+                }
+                Acked::Unrecorded => {
+                    let _ = reply.send(Err(ConsumerError::AckNotSent {
+                        topic: topic.to_owned(),
+                    }));
+                }
+            }
         }
-        self.run_actions(index, reply).await;
+        self.run_actions(index).await;
     }
 
     /// The instant for the cores' calls: the clock when they use it (an
@@ -367,9 +408,13 @@ impl Driver {
             let index = (self.next_sub + k) % n;
             if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
                 self.next_sub = (index + 1) % n;
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
                 return Some(incoming.message);
             }
+        }
+        // Finding every queue empty may let a coalesced rewind go out.
+        for index in 0..n {
+            self.run_actions(index).await;
         }
         None
     }
@@ -436,7 +481,7 @@ impl Driver {
                         .send_control(commands::flow(sub.id, lost_permits))
                         .await;
                 }
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
             }
             ConsumerEvent::ActiveConsumerChange { is_active } => {
                 let name = sub.name.clone();
