@@ -262,17 +262,26 @@ impl Consumer {
 
     /// Acknowledges `msg` so the subscription will not deliver it again.
     ///
-    /// A batch member's ack reaches the broker when every member of its
-    /// batch is acked (acking one member never acks its siblings). Without
-    /// ack receipts this returns once the ack is handed to the consumer's
-    /// task, which sends it before anything asked for later (a `close`
-    /// after it still sends it first); with them, once the broker confirmed
-    /// the ACK it led to (an ack that sends nothing yet, such as a member's
-    /// of an incomplete batch, returns at once).
+    /// Any message this consumer handed out can be acked, also after a
+    /// reconnect, a topic unload, an ack timeout, a nack or a rewind: ids
+    /// are positions, and the ack goes to the current subscription (a copy
+    /// redelivered meanwhile is not handed out again). A batch member's ack
+    /// reaches the broker when every member of its batch is acked (acking
+    /// one member never acks its siblings), or at once with batch index ack.
+    ///
+    /// Without ack receipts this returns once the ack is handed to the
+    /// consumer's task, which sends it before anything asked for later (a
+    /// `close` after it still sends it first). With them, it returns Ok only
+    /// once the broker confirmed the ACK that covers the message: while the
+    /// partition subscribes again it waits and the ACK goes out under the
+    /// new subscription; a batch member's waits for its batch's ACK.
     ///
     /// # Errors
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
-    /// [`ConsumerError::Closed`], or with receipts the broker's error.
+    /// [`ConsumerError::Closed`]; with receipts the broker's error,
+    /// [`ConsumerError::Lost`] if the partition lost its subscription for
+    /// good, and [`ConsumerError::AckNotSent`] if the consumer closed before
+    /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
@@ -323,8 +332,10 @@ impl Consumer {
         .await
     }
 
-    /// Asks for `msg` again (now, or after the nack policy's delay); on
-    /// Exclusive and Failover the broker rewinds to the first unacked message.
+    /// Asks for `msg` again (now, or after the nack policy's delay). On
+    /// Exclusive and Failover the broker rewinds to the first unacked
+    /// message; that rewind waits until the messages already received are
+    /// handed out (see [`ConsumerBuilder::nack_policy`]).
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed.

@@ -21,6 +21,8 @@ use crate::common::{guard, init_tracing};
 mod acks;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
+#[path = "consume_rewind.rs"]
+mod rewind;
 
 pub(super) const SERVICE: &str = "svc:6650";
 pub(super) const TOPIC: &str = "persistent://public/default/scripted";

@@ -12,6 +12,7 @@ mod outcomes;
 mod random_run;
 mod redelivery;
 mod retry;
+mod rewind;
 
 use std::collections::BTreeSet;
 
