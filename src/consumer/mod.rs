@@ -170,10 +170,27 @@ impl ConsumerBuilder {
         let partitions = task::expand(&self.client, topics).await?;
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
-        let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
-        let (commands, mailbox) = mpsc::unbounded_channel();
+        // Subscribing runs in the consumer's task: if this future is dropped
+        // half-way, the task still finishes, finds nobody waiting and closes
+        // what it subscribed, so nothing is left behind on the broker.
+        let (ready, subscribed) = oneshot::channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
-        tokio::spawn(tracing::Instrument::instrument(driver.run(mailbox), span));
+        let task = async move {
+            match task::Driver::subscribe(settings, partitions, activity_tx).await {
+                Ok(driver) => {
+                    let (commands, mailbox) = mpsc::unbounded_channel();
+                    // Refused (nobody waits): `commands` is dropped with
+                    // it, so `run` closes the consumer at once.
+                    let _ = ready.send(Ok(commands));
+                    driver.run(mailbox).await;
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                }
+            }
+        };
+        tokio::spawn(tracing::Instrument::instrument(task, span));
+        let commands = subscribed.await.unwrap_or(Err(ConsumerError::Closed))?;
         Ok(Consumer {
             commands,
             pending: None,
@@ -236,8 +253,11 @@ impl Consumer {
     /// one FLOW once half the receiver queue has been taken.
     ///
     /// # Errors
-    /// [`ConsumerError::Closed`] once the consumer is closed;
-    /// [`ConsumerError::Lost`] if it lost its subscription for good.
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    /// [`ConsumerError::Lost`] once for each partition or topic (the
+    /// retry-letter topic too) whose subscription is given up for good (the
+    /// topic was deleted, say) while others go on: the next call receives
+    /// from the others. Once every one is given up, every call fails with it.
     pub async fn receive(&mut self) -> Result<Message, ConsumerError> {
         std::future::poll_fn(|cx| self.poll_receive(cx)).await
     }

@@ -19,6 +19,8 @@ use crate::common::{guard, init_tracing};
 
 #[path = "consume_acks.rs"]
 mod acks;
+#[path = "consume_lifecycle.rs"]
+mod lifecycle;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
 #[path = "consume_rewind.rs"]

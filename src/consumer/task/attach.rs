@@ -4,15 +4,25 @@
 //! Subscribing again runs in the background ([`Resubscribes`], polled by the
 //! driver's loop), so receive, ack and close keep working meanwhile: one
 //! attempt at a time per partition, a fresh consumer id each time, the
-//! shared backoff (100 ms doubling to 60 s, jittered, reset after a
-//! success) and no limit on attempts while the consumer is open. Only a
-//! final refusal (topic or subscription gone, not allowed) gives a
-//! partition up; once all are given up, receivers get
-//! [`ConsumerError::Lost`].
+//! shared backoff (100 ms doubling to 60 s, jittered; it starts over only
+//! after a subscription that lived ten times the wait before it, 1 s at
+//! least, so a broker that closes every new subscription at once is not
+//! asked again every 100 ms) and no limit on attempts while the consumer
+//! is open. Only a final refusal (topic or subscription gone, not allowed)
+//! gives a partition up: the next receiver gets [`ConsumerError::Lost`]
+//! for it once, and once all are given up, every receiver does. A
+//! SUBSCRIBE that times out is followed by CLOSE_CONSUMER for its id, so a
+//! late success holds nothing on the broker.
 
 use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
 use super::*;
 use crate::connection::{BrokerHint, ConnectionError};
+/// How long a subscription must have lived for the resubscribe backoff to
+/// start over at its next loss: ten times the wait before it, at least 1 s.
+fn healthy_after(last_delay: Duration) -> Duration {
+    last_delay.saturating_mul(10).max(Duration::from_secs(1))
+}
+
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
     client: &Client,
@@ -70,7 +80,14 @@ async fn subscribe_on(
             });
         }
         Err(e) => {
-            conn.unregister_consumer(id).await;
+            if matches!(e, ConnectionError::Timeout { .. }) {
+                // The broker may still make it: close it (after the late
+                // SUBSCRIBE, on the same connection) so it holds nothing,
+                // an Exclusive subscription least of all.
+                tokio::spawn(async move { close_orphan(&conn, id).await });
+            } else {
+                conn.unregister_consumer(id).await;
+            }
             return Err(request_failed(e));
         }
     }
@@ -99,6 +116,7 @@ impl Driver {
             ack_tokens: 0,
             acks_landed_tx,
             acks_landed,
+            lost_reports: VecDeque::new(),
         };
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
@@ -117,6 +135,7 @@ impl Driver {
                     grouped: Vec::new(),
                     flush_at: None,
                     acks: Default::default(),
+                    subscribed_at: clock::now(),
                     lost: false,
                 }),
                 Err(e) => {
@@ -174,6 +193,15 @@ impl Driver {
         let sub = &mut self.subs[index];
         sub.core.on_reconnect();
         sub.generation += 1;
+        // The backoff starts over only after a subscription that lived
+        // well: a broker that closes every new subscription at once gets
+        // attempts ever further apart, not one every 100 ms.
+        let waited = self.resubscribes.last_delay.get(&index).copied();
+        if sub.subscribed_at.elapsed() >= healthy_after(waited.unwrap_or_default()) {
+            if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
+                backoff.reset();
+            }
+        }
         // ACKs in flight may have missed the consumer: sent again after the
         // subscribe, as are grouped acks (under the new consumer id).
         sub.acks.requeue_in_flight();
@@ -194,6 +222,7 @@ impl Driver {
             .entry(index)
             .or_default()
             .next_delay();
+        self.resubscribes.last_delay.insert(index, delay);
         let (client, options) = (self.settings.client.clone(), self.settings.options.clone());
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
@@ -230,10 +259,8 @@ impl Driver {
                 sub.conn = conn;
                 sub.id = id;
                 sub.lost = false;
-                sub.core.on_subscribed(clock::now());
-                if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
-                    backoff.reset();
-                }
+                sub.subscribed_at = clock::now();
+                sub.core.on_subscribed(sub.subscribed_at);
                 self.listen(index, generation, rx);
                 self.run_actions(index).await;
                 self.flush_acks(index).await;
@@ -246,12 +273,20 @@ impl Driver {
             Err(e) => {
                 warn!(topic = %sub.name, error = %e, "subscription given up");
                 sub.lost = true;
+                // Receivers hear of it once; every receive fails once all
+                // are gone (see `all_lost`).
+                let others_live = self.subs.iter().any(|s| !s.lost);
+                let sub = &mut self.subs[index];
                 let attempts = self.resubscribes.attempts(index);
                 let topic = sub.name.to_string();
                 sub.acks.fail_all(|| ConsumerError::Lost {
                     topic: topic.clone(),
                     attempts,
                 });
+                if others_live {
+                    self.lost_reports
+                        .push_back(ConsumerError::Lost { topic, attempts });
+                }
             }
         }
     }

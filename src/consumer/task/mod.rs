@@ -95,6 +95,9 @@ struct Sub {
     flush_at: Option<std::time::Instant>,
     /// Acks someone waits for (with receipts), and ACKs to send again.
     acks: acks::AckWaiters,
+    /// When the current subscription was made (the backoff starts over
+    /// after one that lived well).
+    subscribed_at: std::time::Instant,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     lost: bool,
 }
@@ -132,6 +135,9 @@ pub(crate) struct Driver {
     ack_tokens: u64,
     acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
     acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
+    /// Partitions given up for good while others go on: each is reported
+    /// once, to the next receiver.
+    lost_reports: VecDeque<ConsumerError>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -223,6 +229,10 @@ impl Driver {
         match command {
             Command::Receive(reply) => self.waiting.push_back(reply),
             Command::TryReceive(reply) => {
+                if let Some(lost) = self.lost_reports.pop_front() {
+                    let _ = reply.send(Err(lost));
+                    return false;
+                }
                 let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
                     (message, _) => Ok(message),
@@ -364,6 +374,10 @@ impl Driver {
         let mut now = None;
         while let Some(reply) = self.waiting.pop_front() {
             if reply.is_closed() {
+                continue;
+            }
+            if let Some(lost) = self.lost_reports.pop_front() {
+                let _ = reply.send(Err(lost));
                 continue;
             }
             let at = match now {
