@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::client::{Client, TopicName};
 
+use super::chunks::ChunkLimits;
 use super::consumer_error::ConsumerError;
+use super::crypto::CryptoFailureAction;
 use super::letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
 use super::{
@@ -53,6 +55,10 @@ pub struct ConsumerBuilder {
     pub(crate) delivery: CoreConfig,
     /// Also subscribe to the retry-letter topic (`reconsume_later`).
     pub(crate) retry: bool,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: CryptoFailureAction,
+    /// Bounds on the chunked messages being assembled.
+    pub(crate) chunks: ChunkLimits,
 }
 
 impl ConsumerBuilder {
@@ -70,6 +76,8 @@ impl ConsumerBuilder {
             ack_group_time: None,
             delivery: CoreConfig::default(),
             retry: false,
+            crypto_failure_action: CryptoFailureAction::default(),
+            chunks: ChunkLimits::default(),
         }
     }
 
@@ -291,6 +299,65 @@ impl ConsumerBuilder {
     /// ```
     pub fn enable_retry(mut self, enabled: bool) -> Self {
         self.retry = enabled;
+        self
+    }
+
+    /// What the consumer does with an encrypted message (it holds no keys):
+    /// [`CryptoFailureAction::Fail`] by default, never acked and never
+    /// handed out, `receive()` returns
+    /// [`ConsumerError::Unreadable`](super::ConsumerError::Unreadable) in
+    /// its place; `Discard` acks it; `Consume` hands out the ciphertext
+    /// with its [`EncryptionContext`](super::EncryptionContext). A message
+    /// compressed with a codec this client does not know is treated as
+    /// `Fail` whatever is set here.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use pulsar_wire::consumer::{ConsumerError, CryptoFailureAction};
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "archive")
+    ///     .crypto_failure_action(CryptoFailureAction::Consume)
+    ///     .subscribe()
+    ///     .await?;
+    /// let msg = consumer.receive().await?;
+    /// if let Some(context) = msg.encryption_context() {
+    ///     println!("encrypted for {:?}", context.keys().iter().map(|k| &k.name).collect::<Vec<_>>());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn crypto_failure_action(mut self, action: CryptoFailureAction) -> Self {
+        self.crypto_failure_action = action;
+        self
+    }
+
+    /// How many chunked messages may be assembled at once (default 10, as
+    /// Java's `maxPendingChunkedMessage`; 0: no bound). A message too large
+    /// for one entry arrives in chunks, possibly interleaved with other
+    /// messages' chunks; the consumer hands it out whole, under its first
+    /// chunk's id, once its last chunk is in. A first chunk beyond this
+    /// bound drops the oldest incomplete message: its chunks stay unacked
+    /// (the ack timeout or a reconnect brings them back), or are acked with
+    /// [`auto_ack_oldest_chunked_message_on_queue_full`](Self::auto_ack_oldest_chunked_message_on_queue_full).
+    pub fn max_pending_chunked_messages(mut self, max: usize) -> Self {
+        self.chunks.max_pending = max;
+        self
+    }
+
+    /// Acks the chunks of the oldest incomplete chunked message when
+    /// [`max_pending_chunked_messages`](Self::max_pending_chunked_messages)
+    /// drops it (default false: they stay unacked).
+    pub fn auto_ack_oldest_chunked_message_on_queue_full(mut self, enabled: bool) -> Self {
+        self.chunks.auto_ack_oldest_on_full = enabled;
+        self
+    }
+
+    /// How long a chunked message may stay incomplete after its first chunk
+    /// arrived (default 60 s; zero: forever). Then it is dropped and its
+    /// chunks are acked, as the Java client does: its producer is presumed
+    /// to have failed mid-message.
+    pub fn expire_time_of_incomplete_chunked_message(mut self, expiry: Duration) -> Self {
+        self.chunks.expiry = (!expiry.is_zero()).then_some(expiry);
         self
     }
 

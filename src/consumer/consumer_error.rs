@@ -160,6 +160,21 @@ pub enum ConsumerError {
         /// The topic (partition).
         topic: String,
     },
+    /// A message this consumer cannot decode: encrypted (with
+    /// [`CryptoFailureAction::Fail`](super::CryptoFailureAction::Fail)), or
+    /// compressed with a codec it does not know. It was not acked: it stays
+    /// in the subscription for a consumer that can read it, and comes back
+    /// after the ack timeout, if set, or when this consumer closes or
+    /// reconnects. Other messages keep coming.
+    #[error("message {id} on {topic} cannot be read: {reason}")]
+    Unreadable {
+        /// The topic (partition) it came from.
+        topic: String,
+        /// Its id.
+        id: crate::MessageId,
+        /// Why.
+        reason: super::Unreadable,
+    },
     /// The broker closed the consumer, or its connection died, and it could
     /// not subscribe again (each attempt's error is logged).
     #[error(
@@ -186,6 +201,7 @@ impl ConsumerError {
                 | Self::AckNotSent { .. }
                 | Self::Letter { .. }
                 | Self::InitialSubscription { .. }
+                | Self::Unreadable { .. }
         )
     }
 }

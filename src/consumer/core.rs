@@ -459,6 +459,16 @@ impl<M: Clone> ConsumerCore<M> {
         self.actions.has_acks()
     }
 
+    /// Ids the driver keeps unacked without handing them out (the chunks
+    /// of a chunked message it dropped incomplete): held like handed-out
+    /// messages, so the ack timeout, if set, asks for them again.
+    pub(crate) fn hold(&mut self, now: Instant, ids: &[MessageId]) {
+        self.anchor(now);
+        for id in ids {
+            self.held.insert(now, *id);
+        }
+    }
+
     /// The next action to carry out, oldest first.
     pub fn poll_action(&mut self) -> Option<Action<M>> {
         self.actions.pop()

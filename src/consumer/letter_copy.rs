@@ -91,9 +91,14 @@ pub(crate) fn sorted(message: &Message) -> Vec<(String, String)> {
 }
 
 /// The copy of `message` with `properties`: same payload, key, ordering
-/// key and event time.
+/// key and event time. A message handed out undecoded (encrypted, or
+/// with an unknown codec) keeps its encoding, so the copy stays readable
+/// by a consumer with the key.
 pub(crate) fn copy_of(message: &Message, properties: Vec<(String, String)>) -> ProducerMessage {
     let mut copy = ProducerMessage::new(message.payload().clone());
+    if let Some(undecoded) = &message.0.undecoded {
+        copy = copy.encoded(undecoded.context.clone());
+    }
     if let Some(key) = message.key() {
         copy = copy.key(key).key_is_base64(message.key_is_base64());
     }
@@ -137,6 +142,7 @@ mod tests {
             redelivery_count: 3,
             null_value: false,
             batch_size: None,
+            undecoded: None,
         }))
     }
 
@@ -223,6 +229,38 @@ mod tests {
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(meta.partition_key.as_deref(), Some("AAEC"));
         assert_eq!(meta.partition_key_b64_encoded, Some(true));
+    }
+
+    #[test]
+    fn a_copy_of_an_encrypted_message_keeps_its_encryption() {
+        use crate::consumer::crypto::EncryptionContext;
+        use crate::consumer::message::Undecoded;
+        use crate::proto::{EncryptionKeys, MessageMetadata};
+        let encoding = MessageMetadata {
+            encryption_keys: vec![EncryptionKeys {
+                key: "k1".into(),
+                value: Bytes::from_static(b"data key"),
+                metadata: Vec::new(),
+            }],
+            encryption_param: Some(Bytes::from_static(b"iv")),
+            compression: Some(1),
+            uncompressed_size: Some(10),
+            ..MessageMetadata::default()
+        };
+        let m = Message(Box::new(MessageFields {
+            undecoded: Some(Box::new(Undecoded {
+                context: EncryptionContext::of(&encoding),
+                unreadable: None,
+            })),
+            ..*message().0
+        }));
+        let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
+        assert_eq!(meta.encryption_keys, encoding.encryption_keys);
+        assert_eq!(meta.encryption_param, encoding.encryption_param);
+        assert_eq!(
+            (meta.compression, meta.uncompressed_size),
+            (Some(1), Some(10))
+        );
     }
 
     #[test]

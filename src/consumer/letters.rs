@@ -159,9 +159,12 @@ impl Letters {
                 {
                     self.create_subscription(topic, name).await?;
                 }
+                // Chunking: a copy of a reassembled chunked message is
+                // larger than one entry, as Java's dead-letter producer.
                 self.client
                     .producer(topic)
                     .batching(false)
+                    .chunking(true)
                     .create()
                     .await
                     .map_err(|source| ConsumerError::Letter {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::crypto::{EncryptionContext, Unreadable};
 use crate::MessageId;
 
 /// One message as the application receives it: a plain message, or one
@@ -44,6 +45,18 @@ pub(crate) struct MessageFields {
     /// For a batch member, the size of its batch (an ack of it after a
     /// reconnect needs it to leave the siblings unacked).
     pub(crate) batch_size: Option<u32>,
+    /// Set when the payload is handed over as it came (encrypted, or with
+    /// an unknown codec).
+    pub(crate) undecoded: Option<Box<Undecoded>>,
+}
+
+/// A message whose payload was not decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Undecoded {
+    /// How the payload is encoded.
+    pub(crate) context: EncryptionContext,
+    /// Set when the message must not reach the application.
+    pub(crate) unreadable: Option<Unreadable>,
 }
 
 impl Message {
@@ -59,7 +72,9 @@ impl Message {
         &self.0.topic
     }
 
-    /// The message bytes, uncompressed; a view, not a copy.
+    /// The message bytes, uncompressed; a view, not a copy. For a message
+    /// handed out undecrypted (see
+    /// [`encryption_context`](Self::encryption_context)), the ciphertext.
     pub fn payload(&self) -> &Bytes {
         &self.0.payload
     }
@@ -124,6 +139,23 @@ impl Message {
     pub fn is_null_value(&self) -> bool {
         self.0.null_value
     }
+
+    /// For an encrypted message handed out undecrypted (the consumer's
+    /// [`CryptoFailureAction::Consume`](super::CryptoFailureAction::Consume)):
+    /// its encryption keys, algorithm and parameter, and the compression
+    /// and batch size under the encryption. `None` for a decoded message.
+    pub fn encryption_context(&self) -> Option<&EncryptionContext> {
+        self.0
+            .undecoded
+            .as_ref()
+            .map(|u| &u.context)
+            .filter(|c| c.is_encrypted())
+    }
+
+    /// Why the application must not get this message, if so.
+    pub(crate) fn unreadable(&self) -> Option<Unreadable> {
+        self.0.undecoded.as_ref().and_then(|u| u.unreadable)
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +180,7 @@ mod tests {
             redelivery_count: 2,
             null_value: false,
             batch_size: None,
+            undecoded: None,
         }));
         assert_eq!(m.id().batch_index, 1);
         assert_eq!(m.topic(), "persistent://public/default/t");

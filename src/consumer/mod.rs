@@ -14,9 +14,11 @@
 mod actions;
 mod batch_acks;
 mod builder;
+mod chunks;
 mod config;
 mod consumer_error;
 mod core;
+mod crypto;
 pub mod dead_letter;
 mod error;
 mod id_hash;
@@ -54,7 +56,9 @@ pub use nack::{NackPolicy, RedeliveryBackoff};
 pub use unacked::UnackedTracker;
 
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use chunks::{DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES};
 pub use consumer_error::ConsumerError;
+pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
@@ -165,6 +169,8 @@ impl ConsumerBuilder {
             core,
             ack_receipts: self.ack_receipts,
             ack_group_time: self.ack_group_time,
+            crypto_failure_action: self.crypto_failure_action,
+            chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
         };
         let partitions = task::expand(&self.client, topics).await?;
@@ -258,6 +264,11 @@ impl Consumer {
     /// retry-letter topic too) whose subscription is given up for good (the
     /// topic was deleted, say) while others go on: the next call receives
     /// from the others. Once every one is given up, every call fails with it.
+    /// [`ConsumerError::Unreadable`] in place of a message this consumer
+    /// cannot decode (encrypted, with [`CryptoFailureAction::Fail`], or
+    /// compressed with an unknown codec): that message is not acked and
+    /// stays in the subscription; the next `receive()` goes on with the
+    /// messages after it.
     pub async fn receive(&mut self) -> Result<Message, ConsumerError> {
         std::future::poll_fn(|cx| self.poll_receive(cx)).await
     }

@@ -19,13 +19,24 @@
 //! same bytes back, forever, stalling an Exclusive or Failover subscription
 //! on it. The broker logs the validation error, so the loss is visible to
 //! operators, and the connection stays up.
+//!
+//! # An entry we cannot decode is not deleted
+//!
+//! An encrypted entry (this client holds no keys) or one compressed with a
+//! codec it does not know becomes one message carrying its payload as it
+//! came and its [`EncryptionContext`] (see `crypto.rs`). Only
+//! [`CryptoFailureAction::Discard`] reports an encrypted entry to the
+//! broker as above (which deletes it); otherwise it goes through the
+//! consumer core like any message, and the driver hands it out
+//! ([`CryptoFailureAction::Consume`]) or, in its place, an error naming it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::message::{Message, MessageFields};
+use super::crypto::{CryptoFailureAction, EncryptionContext, Unreadable};
+use super::message::{Message, MessageFields, Undecoded};
 use crate::MessageId;
 use crate::compression::{Compression, CompressionError};
 use crate::proto::command_ack::ValidationError;
@@ -65,8 +76,9 @@ pub enum UnpackError {
         #[source]
         source: BatchError,
     },
-    /// The entry is encrypted; this client cannot decrypt.
-    #[error("entry {id} is encrypted; decryption is not supported")]
+    /// The entry is encrypted, this client cannot decrypt, and the crypto
+    /// failure action is [`CryptoFailureAction::Discard`].
+    #[error("entry {id} is encrypted; discarded as configured")]
     Encrypted {
         /// The entry.
         id: MessageId,
@@ -114,6 +126,8 @@ pub(crate) struct Delivery<'a> {
     pub(crate) payload: Payload,
     /// The largest uncompressed size accepted (the broker's max message size).
     pub(crate) max_size: usize,
+    /// What to do with an encrypted entry.
+    pub(crate) crypto: CryptoFailureAction,
 }
 
 /// The application's messages from one entry.
@@ -133,8 +147,8 @@ pub(crate) struct Unpacked {
 /// Turns one delivery into the application's messages.
 ///
 /// # Errors
-/// An [`UnpackError`] for a checksum mismatch, an encrypted entry, a
-/// payload that does not decompress to its announced size (or announces
+/// An [`UnpackError`] for a checksum mismatch, an encrypted entry to
+/// discard, a payload that does not decompress to its announced size (or announces
 /// more than `max_size`), or a batch that does not split.
 pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
     let id = d.message_id.with_partition(d.partition).entry();
@@ -151,20 +165,41 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
             computed,
         });
     }
-    if !metadata.encryption_keys.is_empty() {
+    let encrypted = !metadata.encryption_keys.is_empty();
+    if encrypted && d.crypto == CryptoFailureAction::Discard {
         return Err(UnpackError::Encrypted { id });
     }
-    let data = Compression::from_proto(metadata.compression.unwrap_or_default())
-        .and_then(|codec| {
-            codec.decompress(data, metadata.uncompressed_size.unwrap_or(0), d.max_size)
-        })
-        .map_err(|source| UnpackError::Decompression { id, source })?;
     let entry = Entry {
         topic: d.topic.clone(),
         producer_name: metadata.producer_name.as_str().into(),
         redelivery_count: d.redelivery_count,
         metadata: &metadata,
     };
+    let codec = metadata.compression.unwrap_or_default();
+    let known = Compression::from_proto(codec);
+    if encrypted || known.is_err() {
+        let unreadable = match (encrypted, d.crypto) {
+            (true, CryptoFailureAction::Consume) => None,
+            (true, _) => Some(Unreadable::Encrypted),
+            (false, _) => Some(Unreadable::UnknownCompression(codec)),
+        };
+        let mut message = entry.plain(id, data);
+        message.0.undecoded = Some(Box::new(Undecoded {
+            context: EncryptionContext::of(&metadata),
+            unreadable,
+        }));
+        return Ok(Unpacked {
+            entry: id,
+            messages: vec![message],
+            batch_size: None,
+            skipped: Vec::new(),
+        });
+    }
+    let data = known
+        .and_then(|codec| {
+            codec.decompress(data, metadata.uncompressed_size.unwrap_or(0), d.max_size)
+        })
+        .map_err(|source| UnpackError::Decompression { id, source })?;
     let Some(count) = metadata.num_messages_in_batch else {
         return Ok(Unpacked {
             entry: id,
@@ -229,6 +264,7 @@ impl Entry<'_> {
             redelivery_count: self.redelivery_count,
             null_value: m.null_value(),
             batch_size: None,
+            undecoded: None,
         }))
     }
 
@@ -252,6 +288,7 @@ impl Entry<'_> {
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
             batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),
+            undecoded: None,
         }))
     }
 }

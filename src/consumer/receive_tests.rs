@@ -28,6 +28,15 @@ fn payload(metadata: MessageMetadata, data: Bytes) -> Payload {
 }
 
 fn run(topic: &Arc<str>, ack_set: &[i64], p: Payload) -> Result<Unpacked, UnpackError> {
+    run_with(CryptoFailureAction::Fail, topic, ack_set, p)
+}
+
+fn run_with(
+    crypto: CryptoFailureAction,
+    topic: &Arc<str>,
+    ack_set: &[i64],
+    p: Payload,
+) -> Result<Unpacked, UnpackError> {
     unpack(Delivery {
         topic,
         partition: 2,
@@ -36,6 +45,7 @@ fn run(topic: &Arc<str>, ack_set: &[i64], p: Payload) -> Result<Unpacked, Unpack
         ack_set,
         payload: p,
         max_size: 1024,
+        crypto,
     })
 }
 
@@ -222,12 +232,68 @@ fn garbage_batches_never_panic() {
     let _ = run(&topic(), &[], payload(negative, data));
 }
 
+fn encrypted_batch() -> MessageMetadata {
+    MessageMetadata {
+        encryption_keys: vec![crate::proto::EncryptionKeys {
+            key: "k1".into(),
+            ..Default::default()
+        }],
+        encryption_param: Some(Bytes::from_static(b"iv")),
+        compression: Some(CompressionType::Lz4 as i32),
+        uncompressed_size: Some(99),
+        num_messages_in_batch: Some(3),
+        ..metadata()
+    }
+}
+
 #[test]
-fn an_encrypted_entry_is_refused() {
+fn an_encrypted_entry_is_discarded_only_when_configured() {
+    let p = payload(encrypted_batch(), Bytes::from_static(b"ciphertext"));
+    let err = run_with(CryptoFailureAction::Discard, &topic(), &[], p).expect_err("refused");
+    assert_eq!(err.validation_error(), ValidationError::DecryptionError);
+}
+
+#[test]
+fn an_encrypted_batch_is_one_unreadable_message_by_default() {
+    let p = payload(encrypted_batch(), Bytes::from_static(b"ciphertext"));
+    let unpacked = run(&topic(), &[], p).expect("kept");
+    assert_eq!(unpacked.batch_size, None);
+    let [m] = &unpacked.messages[..] else {
+        panic!("one message for the whole entry: {unpacked:?}")
+    };
+    assert_eq!(m.id(), MessageId::new(5, 6).with_partition(2));
+    assert_eq!(m.unreadable(), Some(Unreadable::Encrypted));
+    assert_eq!(m.payload(), &Bytes::from_static(b"ciphertext"));
+}
+
+#[test]
+fn consume_hands_out_the_ciphertext_with_its_context() {
+    let p = payload(encrypted_batch(), Bytes::from_static(b"ciphertext"));
+    let unpacked = run_with(CryptoFailureAction::Consume, &topic(), &[], p).expect("kept");
+    let m = &unpacked.messages[0];
+    assert_eq!(m.unreadable(), None);
+    let context = m.encryption_context().expect("context");
+    assert_eq!(context.keys()[0].name, "k1");
+    assert_eq!(context.param(), Some(&Bytes::from_static(b"iv")));
+    assert_eq!(context.compression(), Ok(Compression::Lz4));
+    assert_eq!(
+        (context.uncompressed_size(), context.batch_size()),
+        (99, Some(3))
+    );
+    assert_eq!(m.payload(), &Bytes::from_static(b"ciphertext"));
+}
+
+#[test]
+fn an_unknown_codec_is_unreadable_whatever_the_crypto_action() {
     let meta = MessageMetadata {
-        encryption_keys: vec![crate::proto::EncryptionKeys::default()],
+        compression: Some(17),
         ..metadata()
     };
-    let err = run(&topic(), &[], payload(meta, Bytes::from_static(b"x"))).expect_err("refused");
-    assert_eq!(err.validation_error(), ValidationError::DecryptionError);
+    for crypto in [CryptoFailureAction::Consume, CryptoFailureAction::Discard] {
+        let p = payload(meta.clone(), Bytes::from_static(b"?"));
+        let unpacked = run_with(crypto, &topic(), &[], p).expect("kept");
+        let m = &unpacked.messages[0];
+        assert_eq!(m.unreadable(), Some(Unreadable::UnknownCompression(17)));
+        assert_eq!(m.encryption_context(), None);
+    }
 }

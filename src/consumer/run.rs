@@ -81,7 +81,11 @@ impl Consumer {
     ///
     /// # Errors
     /// [`ConsumerError::ZeroConcurrency`] (before anything is received);
-    /// [`ConsumerError::Lost`] if the consumer lost its subscription.
+    /// [`ConsumerError::Lost`] if the consumer lost its subscription;
+    /// [`ConsumerError::Unreadable`] when a message cannot be decoded
+    /// (encrypted, or an unknown codec; see [`receive`](Self::receive)): it
+    /// stays unacked, and calling `run` again goes on with the messages
+    /// after it.
     ///
     /// # Examples
     /// ```no_run

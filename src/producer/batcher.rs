@@ -126,10 +126,14 @@ impl<T> Batcher<T> {
         msg: &ProducerMessage,
         token: T,
     ) {
-        if !self.config.enabled || msg.get_deliver().is_some() {
+        if !self.config.enabled || msg.get_deliver().is_some() || msg.is_encoded() {
             self.flush();
             let metadata = msg.entry_metadata(&self.producer_name, sequence_id, wall_ms);
-            let sealed = self.seal(metadata, msg.payload().clone(), false, vec![token]);
+            let sealed = if msg.is_encoded() {
+                Ok(self.entry(metadata, msg.payload().clone(), false, vec![token]))
+            } else {
+                self.seal(metadata, msg.payload().clone(), false, vec![token])
+            };
             self.ready.push_back(sealed);
             return;
         }
@@ -233,8 +237,6 @@ impl<T> Batcher<T> {
         batched: bool,
         tokens: Vec<T>,
     ) -> Sealed<T> {
-        let first = metadata.sequence_id;
-        let last = metadata.highest_sequence_id.unwrap_or(first);
         let uncompressed = raw.len();
         let codec = self.config.compression;
         let payload = if codec == Compression::None {
@@ -250,15 +252,30 @@ impl<T> Batcher<T> {
                 Err(error) => return Err(SealError { tokens, error }),
             }
         };
-        Ok(Entry {
+        let mut entry = self.entry(metadata, payload, batched, tokens);
+        entry.uncompressed = uncompressed;
+        Ok(entry)
+    }
+
+    /// The entry of `payload`, encoded as `metadata` says.
+    fn entry(
+        &self,
+        metadata: MessageMetadata,
+        payload: Bytes,
+        batched: bool,
+        tokens: Vec<T>,
+    ) -> Entry<T> {
+        let first = metadata.sequence_id;
+        let last = metadata.highest_sequence_id.unwrap_or(first);
+        Entry {
             metadata,
+            uncompressed: payload.len(),
             payload,
             first,
             last,
             batched,
-            uncompressed,
             tokens,
-        })
+        }
     }
 }
 

@@ -58,6 +58,8 @@ impl Client {
             when_full: WhenFull::Block,
             routing: RoutingMode::RoundRobin,
             hashing: HashingScheme::default(),
+            batching_set: false,
+            chunking: false,
         }
     }
 }
@@ -100,6 +102,9 @@ pub struct ProducerBuilder {
     when_full: WhenFull,
     routing: RoutingMode,
     hashing: HashingScheme,
+    /// Whether `batching` was called (chunking turns the default off).
+    batching_set: bool,
+    chunking: bool,
 }
 
 impl ProducerBuilder {
@@ -116,9 +121,34 @@ impl ProducerBuilder {
         self
     }
 
-    /// Turns batching on (the default) or off.
+    /// Turns batching on (the default, unless chunking is on) or off.
     pub fn batching(mut self, enabled: bool) -> Self {
         self.batch.enabled = enabled;
+        self.batching_set = true;
+        self
+    }
+
+    /// Splits a message larger than the broker's `max_message_size` (after
+    /// compression) into chunks sent one after another, as the Java
+    /// client's `enableChunking` (off by default: such a message fails with
+    /// [`ProducerError::MessageTooLarge`]). Consumers, this client's and
+    /// the official ones, put the chunks together again.
+    ///
+    /// Chunks share the message's sequence id; its send completes with the
+    /// receipt of the last chunk, and its id is the first chunk's.
+    /// Chunking turns batching off; [`create`](Self::create) refuses it
+    /// together with an explicit `batching(true)`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let producer = client.producer("scans").chunking(true).create().await?;
+    /// let id = producer.send(vec![0u8; 12 << 20]).await?.await?;
+    /// println!("12 MiB stored; first chunk {id}");
+    /// # Ok(()) }
+    /// ```
+    pub fn chunking(mut self, enabled: bool) -> Self {
+        self.chunking = enabled;
         self
     }
 
@@ -184,6 +214,8 @@ impl ProducerBuilder {
     ///
     /// # Errors
     /// [`ProducerError::InvalidOption`] for a zero bound or duration,
+    /// [`ProducerError::ChunkingWithBatching`] for chunking with an
+    /// explicit `batching(true)`,
     /// [`ProducerError::Client`] if the topic name is invalid or lookup
     /// fails, [`ProducerError::Create`] if a broker refuses PRODUCER.
     pub async fn create(self) -> Result<Producer, ProducerError> {
@@ -198,8 +230,13 @@ impl ProducerBuilder {
             .partitioned_topic_metadata(&topic)
             .await
             .map_err(topic_err)?;
+        let batch = BatchConfig {
+            enabled: self.batch.enabled && !self.chunking,
+            ..self.batch
+        };
         let settings = Settings {
-            batch: self.batch,
+            batch,
+            chunking: self.chunking,
             send_timeout: self.send_timeout,
             max_pending_messages: self.max_pending_messages,
             when_full: self.when_full,
@@ -224,7 +261,7 @@ impl ProducerBuilder {
             .collect();
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
-        let switch = self.batch.enabled.then(|| self.batch.max_delay * 10);
+        let switch = batch.enabled.then(|| batch.max_delay * 10);
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
         let (memory, limit) = self.client.memory();
         Ok(Producer::new(
@@ -238,6 +275,9 @@ impl ProducerBuilder {
 
     fn validate(&self) -> Result<(), ProducerError> {
         let invalid = |option, reason| Err(ProducerError::InvalidOption { option, reason });
+        if self.chunking && self.batching_set && self.batch.enabled {
+            return Err(ProducerError::ChunkingWithBatching);
+        }
         if self.batch.max_messages == 0 {
             return invalid("batching_max_messages", "must be at least 1");
         }

@@ -37,6 +37,11 @@ pub enum ProducerError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// [`chunking`](super::ProducerBuilder::chunking) and
+    /// [`batching`](super::ProducerBuilder::batching) were both turned on:
+    /// a chunked message is never batched (as in the Java client).
+    #[error("chunking and batching cannot both be on; turn batching off")]
+    ChunkingWithBatching,
     /// Looking up the topic or reaching its broker failed.
     #[error("producer on {topic}: {source}")]
     Client {

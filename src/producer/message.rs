@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::consumer::EncryptionContext;
 use crate::proto::{KeyValue, MessageMetadata, SingleMessageMetadata};
 
 /// When the broker may deliver a message to consumers.
@@ -58,6 +59,9 @@ pub struct ProducerMessage {
     event_time: Option<u64>,
     deliver: Option<DeliverAt>,
     sequence_id: Option<u64>,
+    /// The payload is already encoded (encrypted, or compressed with a
+    /// codec named here): it goes as it is, alone, with these fields.
+    encoded: Option<Box<EncryptionContext>>,
 }
 
 impl ProducerMessage {
@@ -82,6 +86,19 @@ impl ProducerMessage {
     pub(crate) fn key_is_base64(mut self, yes: bool) -> Self {
         self.key_is_base64 = yes;
         self
+    }
+
+    /// Marks the payload as already encoded as `context` says (a copy of a
+    /// message received undecoded): it is sent alone, not compressed again,
+    /// with the context's encryption and compression fields.
+    pub(crate) fn encoded(mut self, context: EncryptionContext) -> Self {
+        self.encoded = Some(Box::new(context));
+        self
+    }
+
+    /// Whether the payload is already encoded and must go alone, as it is.
+    pub(crate) fn is_encoded(&self) -> bool {
+        self.encoded.is_some()
     }
 
     /// Sets the ordering key: on a Key_Shared subscription it takes the
@@ -191,7 +208,7 @@ impl ProducerMessage {
         sequence_id: u64,
         publish_time: u64,
     ) -> MessageMetadata {
-        MessageMetadata {
+        let mut metadata = MessageMetadata {
             producer_name: producer_name.to_owned(),
             sequence_id,
             publish_time,
@@ -204,7 +221,11 @@ impl ProducerMessage {
                 .deliver_at_time(publish_time)
                 .map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
             ..MessageMetadata::default()
+        };
+        if let Some(context) = &self.encoded {
+            context.write_to(&mut metadata);
         }
+        metadata
     }
 
     /// The member metadata for this message inside a batch.

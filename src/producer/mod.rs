@@ -33,6 +33,7 @@
 
 mod batcher;
 mod builder;
+mod chunker;
 mod connect;
 mod error;
 mod limits;

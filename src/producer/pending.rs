@@ -151,6 +151,11 @@ impl<T, S> Pending<T, S> {
             .collect())
     }
 
+    /// What the oldest entry in flight carries.
+    pub(crate) fn oldest(&self) -> Option<&S> {
+        self.queue.front().map(|e| &e.send)
+    }
+
     /// Matches a SEND_ERROR for `sequence_id`: the entry's tokens, to fail.
     pub(crate) fn on_send_error(&mut self, sequence_id: u64) -> Result<Vec<T>, ReceiptError> {
         self.take_oldest(sequence_id).map(|e| e.tokens)

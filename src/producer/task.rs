@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::batcher::{BatchConfig, Batcher, SealError};
+use super::chunker;
 use super::connect::Recipe;
 use super::limits::Budget;
 use super::pending::{Pending, ReceiptError};
@@ -50,6 +51,8 @@ pub(crate) enum Cmd {
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) batch: BatchConfig,
+    /// Split entries over the broker's max message size into chunks.
+    pub(crate) chunking: bool,
     pub(crate) send_timeout: Duration,
     pub(crate) max_pending_messages: usize,
     pub(crate) when_full: WhenFull,
@@ -84,6 +87,8 @@ struct Driver {
     pending: Pending<Waiter, Payload>,
     budget: Budget,
     last_sequence: Option<u64>,
+    /// The id of the first chunk of the chunked message being confirmed.
+    first_chunk: Option<MessageId>,
     flushes: Vec<(u64, oneshot::Sender<Result<(), ProducerError>>)>,
     closing: Option<Option<oneshot::Sender<Result<(), ProducerError>>>>,
     dead: Option<ProducerError>,
@@ -104,6 +109,7 @@ pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) ->
         p: created,
         settings,
         last_sequence: None,
+        first_chunk: None,
         flushes: Vec::new(),
         closing: None,
         dead: None,
@@ -181,7 +187,7 @@ impl Driver {
         let bytes = msg.size_hint();
         let max = self.p.conn.max_message_size();
         let compressed = self.settings.batch.compression != crate::compression::Compression::None;
-        if !compressed && msg.payload().len() > max {
+        if !compressed && !self.settings.chunking && msg.payload().len() > max {
             let size = msg.payload().len();
             let _ = reply.send(Err(ProducerError::MessageTooLarge { size, max }));
             return;
@@ -252,11 +258,21 @@ impl Driver {
                 let id = message_id
                     .unwrap_or(MessageId::new(0, 0))
                     .with_partition(self.p.partition);
+                let chunk = self
+                    .pending
+                    .oldest()
+                    .and_then(|p| chunker::position(&p.metadata));
                 match self.pending.on_receipt(sequence_id.0, id) {
                     Ok(resolved) => {
-                        for (waiter, id) in resolved {
+                        // A chunked message is known by its first chunk's id.
+                        let chunked = match chunk {
+                            Some((0, _)) => Some(*self.first_chunk.insert(id)),
+                            Some((at, num)) if at + 1 == num => self.first_chunk.take(),
+                            _ => None,
+                        };
+                        for (waiter, own) in resolved {
                             self.budget.release(1, waiter.bytes);
-                            let _ = waiter.reply.send(Ok(id));
+                            let _ = waiter.reply.send(Ok(chunked.unwrap_or(own)));
                         }
                     }
                     Err(ReceiptError::Stale { got, .. }) => {
@@ -278,7 +294,22 @@ impl Driver {
                 code,
                 message,
             } => match self.pending.on_send_error(sequence_id.0) {
-                Ok(failed) => {
+                Ok(mut failed) => {
+                    // The other chunks of a message share its sequence id:
+                    // the message failed as a whole.
+                    while self
+                        .pending
+                        .in_flight()
+                        .next()
+                        .is_some_and(|(first, _)| first == sequence_id.0)
+                    {
+                        failed.extend(
+                            self.pending
+                                .on_send_error(sequence_id.0)
+                                .unwrap_or_default(),
+                        );
+                    }
+                    self.first_chunk = None;
                     let err = ProducerError::Send {
                         topic: self.p.topic.clone(),
                         sequence_id: sequence_id.0,

@@ -107,25 +107,52 @@ impl Driver {
                 }
             };
             let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
-            if size > max {
+            let pieces = if size <= max {
+                vec![(entry.metadata, entry.payload)]
+            } else if self.settings.chunking && !entry.batched {
+                match chunker::split(entry.metadata, entry.payload, max) {
+                    Ok(chunks) => chunks,
+                    Err(_) => {
+                        self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
+                        continue;
+                    }
+                }
+            } else {
                 self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });
                 continue;
-            }
-            let payload = Payload {
-                broker_entry_metadata: None,
-                checksum: Checksum::Valid,
-                metadata: entry.metadata,
-                data: entry.payload,
             };
-            self.pending.push(
-                clock::now(),
-                entry.first,
-                entry.last,
-                entry.batched,
-                entry.uncompressed,
-                entry.tokens,
-                payload,
-            );
+            // The last piece (the only one, unless chunked) carries the
+            // replies: its receipt completes the send.
+            let last = pieces.len() - 1;
+            let mut tokens = Some(entry.tokens);
+            for (i, (metadata, data)) in pieces.into_iter().enumerate() {
+                let bytes = if last == 0 {
+                    entry.uncompressed
+                } else {
+                    data.len()
+                };
+                let payload = Payload {
+                    broker_entry_metadata: None,
+                    checksum: Checksum::Valid,
+                    metadata,
+                    data,
+                };
+                let tokens = if i == last {
+                    tokens.take().unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                let (first, last_seq) = (entry.first, entry.last);
+                self.pending.push(
+                    clock::now(),
+                    first,
+                    last_seq,
+                    entry.batched,
+                    bytes,
+                    tokens,
+                    payload,
+                );
+            }
         }
         while self.link.is_up() && self.dead.is_none() {
             let Some((first, count, payload)) = self.pending.take_unsent() else {

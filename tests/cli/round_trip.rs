@@ -8,6 +8,25 @@ use crate::common::broker::TestBroker;
 use crate::common::unique_topic;
 use crate::pulsar_wire;
 
+/// `count` messages of `topic`, consumed (and acked) by `pulsar-wire
+/// consume` on Shared subscription `s` from the earliest.
+async fn consume_from_earliest(url: &str, topic: &str, count: u32) -> Vec<serde_json::Value> {
+    let count = count.to_string();
+    let args = [
+        "consume",
+        topic,
+        "-s",
+        "s",
+        "-t",
+        "shared",
+        "--position",
+        "earliest",
+        "-n",
+        &count,
+    ];
+    pulsar_wire(url, &args).await.ok_lines()
+}
+
 #[tokio::test]
 async fn produce_then_consume_keeps_key_properties_and_binary_payloads() {
     let broker = TestBroker::start().await;
@@ -126,23 +145,7 @@ async fn every_compression_codec_round_trips_batched_generated_payloads() {
                 .all(|l| l["message_id"].as_str().unwrap().split(':').count() == 4),
             "{codec}: {sent:?}"
         );
-        let got = pulsar_wire(
-            &url,
-            &[
-                "consume",
-                &topic,
-                "-s",
-                "s",
-                "-t",
-                "shared",
-                "--position",
-                "earliest",
-                "-n",
-                "20",
-            ],
-        )
-        .await
-        .ok_lines();
+        let got = consume_from_earliest(&url, &topic, 20).await;
         let payloads: Vec<&str> = got.iter().map(|l| l["payload"].as_str().unwrap()).collect();
         assert_eq!(payloads.len(), 20, "{codec}");
         for (i, p) in payloads.iter().enumerate() {
@@ -244,4 +247,28 @@ async fn consume_exits_cleanly_when_idle_and_outcome_none_keeps_the_backlog() {
     assert_eq!(first.len(), 3, "{first:?}");
     assert_eq!(ids(&first), ids(&second));
     assert!(first.iter().all(|l| l["outcome"] == json!("none")));
+}
+
+#[tokio::test]
+async fn a_12_mib_message_produced_with_chunking_is_consumed_whole() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-chunking");
+    let size = (12 << 20).to_string();
+    let args = ["produce", &topic, "-n", "1", "--size", &size, "--chunking"];
+    let sent = pulsar_wire(&url, &args).await.ok_lines();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    // Without chunking the broker's 5 MiB limit refuses it.
+    let refused = pulsar_wire(&url, &["produce", &topic, "-n", "1", "--size", &size]).await;
+    assert_ne!(refused.code, Some(0), "sent whole without chunking");
+    assert!(refused.stderr.contains("max message size"), "{refused:?}");
+    // Shared: pulsar-lite fails chunked messages on Exclusive.
+    let got = consume_from_earliest(&url, &topic, 1).await;
+    let payload = got[0]["payload"].as_str().expect("payload");
+    assert_eq!(payload.len(), 12 << 20);
+    assert!(payload.starts_with("message-0 "), "{}", &payload[..20]);
+    assert_eq!(
+        got[0]["message_id"], sent[0]["message_id"],
+        "known by its first chunk's id"
+    );
 }

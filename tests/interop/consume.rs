@@ -6,11 +6,35 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use pulsar_wire::Client;
-use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+use pulsar_wire::consumer::{Consumer, ConsumerBuilder, InitialPosition, SubscriptionType};
 use serde_json::Value;
 
 use crate::common::broker::TestBroker;
 use crate::common::{guard, init_tracing, unique_topic};
+
+/// A client of `broker`.
+pub(crate) async fn client_of(broker: &TestBroker) -> Client {
+    Client::builder()
+        .service_url(broker.service_url())
+        .build()
+        .await
+        .expect("client")
+}
+
+/// A Shared consumer of `topic` on `subscription` from the earliest
+/// message, with what `setup` adds.
+pub(crate) async fn shared_consumer(
+    client: &Client,
+    topic: &str,
+    subscription: &str,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
+) -> Consumer {
+    let builder = client
+        .consumer(topic, subscription)
+        .subscription_type(SubscriptionType::Shared)
+        .initial_position(InitialPosition::Earliest);
+    setup(builder).subscribe().await.expect("subscribe")
+}
 
 fn python() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
@@ -22,18 +46,8 @@ async fn batches_of_every_codec_from_the_official_client_arrive_intact() {
     let broker = TestBroker::start().await;
     let topic = unique_topic("interop-consume");
     guard("interop consume", async {
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
-        let mut consumer = client
-            .consumer(&topic, "interop")
-            .subscription_type(SubscriptionType::Shared)
-            .initial_position(InitialPosition::Earliest)
-            .subscribe()
-            .await
-            .expect("subscribe");
+        let client = client_of(&broker).await;
+        let mut consumer = shared_consumer(&client, &topic, "interop", |b| b).await;
 
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/produce_batches.py");
         let sent_file = std::env::temp_dir().join(format!(

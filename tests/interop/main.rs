@@ -5,6 +5,8 @@
 mod common;
 
 mod captures;
+mod chunks;
 mod consume;
 mod dead_letter;
+mod encryption;
 mod produce;

@@ -16,7 +16,7 @@ use crate::common::{guard, init_tracing, unique_topic};
 
 /// Runs `script` with the project's Python (`.venv`, made by `scripts/setup`)
 /// and `args`; returns each stdout line parsed as JSON.
-async fn python(script: &str, args: &[String]) -> Vec<Value> {
+pub(crate) async fn python(script: &str, args: &[String]) -> Vec<Value> {
     let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let out = tokio::process::Command::new(&exe)
         .arg("-c")

@@ -8,6 +8,7 @@
 mod common;
 
 mod auth;
+mod chunks;
 mod connection;
 mod consume;
 mod dead_letter;
@@ -16,3 +17,4 @@ mod hostile;
 mod hostile_entries;
 mod lookup;
 mod produce;
+mod unreadable;

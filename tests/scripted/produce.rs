@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use pulsar_wire::Client;
-use pulsar_wire::producer::{LimitExceeded, Producer, ProducerError, ProducerMessage, WhenFull};
+use pulsar_wire::producer::{
+    LimitExceeded, Producer, ProducerBuilder, ProducerError, ProducerMessage, WhenFull,
+};
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_lookup_topic_response::LookupType;
 use pulsar_wire::proto::{self, BaseCommand, ServerError};
@@ -92,6 +94,19 @@ async fn producer_on(
     memory_limit: usize,
     when_full: WhenFull,
 ) -> (Producer, FakeBroker, FakeListener) {
+    let setup = |b: ProducerBuilder| b.batching(false).when_full(when_full);
+    producer_built(net, max_message_size, last_sequence_id, memory_limit, setup).await
+}
+
+/// A producer of `orders` set up by `setup`, created through the scripted
+/// broker on `net`, which names it `p-1`.
+pub(super) async fn producer_built(
+    net: &FakeNetwork,
+    max_message_size: Option<i32>,
+    last_sequence_id: i64,
+    memory_limit: usize,
+    setup: impl FnOnce(ProducerBuilder) -> ProducerBuilder,
+) -> (Producer, FakeBroker, FakeListener) {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     let create = async {
@@ -102,12 +117,7 @@ async fn producer_on(
             .build()
             .await
             .expect("client");
-        client
-            .producer("orders")
-            .batching(false)
-            .when_full(when_full)
-            .create()
-            .await
+        setup(client.producer("orders")).create().await
     };
     let script = async {
         let mut broker = svc.accept().await;

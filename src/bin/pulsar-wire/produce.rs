@@ -52,6 +52,11 @@ pub(crate) struct Args {
     #[arg(long)]
     batch: bool,
 
+    /// Split a message over the broker's max message size into chunks
+    /// (consumers put them together again); turns batching off.
+    #[arg(long, conflicts_with = "batch")]
+    chunking: bool,
+
     /// Payload compression.
     #[arg(long, value_enum, default_value_t = Codec::None)]
     compression: Codec,
@@ -101,6 +106,7 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     let producer = client
         .producer(args.topic.as_str())
         .batching(args.batch)
+        .chunking(args.chunking)
         .compression(args.compression.into())
         .max_pending_messages(args.max_pending as usize)
         .create()

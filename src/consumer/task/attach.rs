@@ -132,6 +132,7 @@ impl Driver {
                     id,
                     generation: 0,
                     core,
+                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     acks: Default::default(),
@@ -192,6 +193,7 @@ impl Driver {
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
         sub.core.on_reconnect();
+        sub.chunks.restart();
         sub.generation += 1;
         // The backoff starts over only after a subscription that lived
         // well: a broker that closes every new subscription at once gets

@@ -17,6 +17,8 @@ impl Driver {
         let mut flight = acks::Flight::default();
         let sub = &mut self.subs[index];
         while let Some(action) = sub.core.poll_action() {
+            // A chunked message's ack or redelivery names all its chunks.
+            let action = sub.chunks.expand(action);
             let (conn, id) = (&sub.conn, sub.id);
             let sent = match action {
                 Action::Flow(permits) => {

@@ -8,6 +8,7 @@
 
 mod acks;
 mod attach;
+mod chunked;
 mod execute;
 mod forward;
 mod resubscribe;
@@ -25,6 +26,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, trace, warn};
 
+use super::chunks::{self, ChunkAssembler, ChunkLimits};
 use super::consumer_error::ConsumerError;
 use super::message::Message;
 use super::receive::{self, Delivery};
@@ -90,6 +92,9 @@ struct Sub {
     /// Bumped per subscribe, so events from an older mailbox are ignored.
     generation: u64,
     core: ConsumerCore<Message>,
+    /// Chunks of messages being assembled, and the chunk ids of those
+    /// handed out.
+    chunks: ChunkAssembler,
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
@@ -113,6 +118,10 @@ pub(crate) struct Settings {
     pub(crate) ack_receipts: bool,
     /// Group individual acks into one ACK frame per this interval.
     pub(crate) ack_group_time: Option<Duration>,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: super::CryptoFailureAction,
+    /// Bounds on the chunked messages being assembled.
+    pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
 }
@@ -162,7 +171,7 @@ impl Driver {
             let deadline = self
                 .subs
                 .iter()
-                .flat_map(|s| [s.core.next_deadline(), s.flush_at])
+                .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
                 .flatten()
                 .min();
             if deadline != armed {
@@ -213,6 +222,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
+                        self.expire_chunks(index, now).await;
                         self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;
@@ -235,7 +245,7 @@ impl Driver {
                 }
                 let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
-                    (message, _) => Ok(message),
+                    (message, _) => message.transpose(),
                 };
                 let _ = reply.send(answer);
             }
@@ -386,7 +396,7 @@ impl Driver {
             };
             match self.pop(at).await {
                 Some(message) => {
-                    let _ = reply.send(Ok(message));
+                    let _ = reply.send(message);
                 }
                 None => {
                     self.waiting.push_front(reply);
@@ -415,15 +425,28 @@ impl Driver {
         })
     }
 
-    /// The next queued message, partitions taken in turn.
-    async fn pop(&mut self, now: std::time::Instant) -> Option<Message> {
+    /// The next queued message, partitions taken in turn; in place of one
+    /// the application must not get, the error naming it (the core holds
+    /// it as handed out: unacked, under the ack timeout).
+    async fn pop(&mut self, now: std::time::Instant) -> Option<Result<Message, ConsumerError>> {
         let n = self.subs.len();
         for k in 0..n {
             let index = (self.next_sub + k) % n;
             if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
                 self.next_sub = (index + 1) % n;
                 self.run_actions(index).await;
-                return Some(incoming.message);
+                let message = incoming.message;
+                return Some(match message.unreadable() {
+                    None => Ok(message),
+                    Some(reason) => {
+                        warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
+                        Err(ConsumerError::Unreadable {
+                            topic: message.topic().to_owned(),
+                            id: message.id(),
+                            reason,
+                        })
+                    }
+                });
             }
         }
         // Finding every queue empty may let a coalesced rewind go out.
@@ -449,7 +472,16 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                let Some((message_id, payload)) = self
+                    .assemble(index, message_id, consumer_epoch, payload)
+                    .await
+                else {
+                    return; // a chunk of a message still incomplete
+                };
+                let sub = &mut self.subs[index];
+                // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+                let max_size = chunks::decompress_limit(sub.conn.max_message_size(), &payload);
                 let delivery = Delivery {
                     topic: &sub.name,
                     partition: sub.partition,
@@ -457,10 +489,13 @@ impl Driver {
                     redelivery_count,
                     ack_set: &ack_set,
                     payload,
-                    max_size: sub.conn.max_message_size(),
+                    max_size,
+                    crypto: self.settings.crypto_failure_action,
                 };
                 let lost_permits = match receive::unpack(delivery) {
                     Ok(unpacked) => {
+                        // Members skipped, or a batch kept whole (undecoded).
+                        let lost = permits.saturating_sub(unpacked.messages.len() as u32);
                         for message in unpacked.messages {
                             let incoming = Incoming {
                                 id: message.0.id,
@@ -477,7 +512,7 @@ impl Driver {
                             sub.core
                                 .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
-                        unpacked.skipped.len() as u32
+                        lost
                     }
                     Err(e) => {
                         // Never handed out: reported to the broker (see receive.rs).

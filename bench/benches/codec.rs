@@ -2,8 +2,9 @@
 //! 6.9.1's codec, and crc32c alone over the same bytes (the floor), in one
 //! run so the machine's noise hits all three alike.
 //!
-//! `scripts/bench-report` turns the results into the ratio table in README.
-//! Run: `cargo bench --bench codec`.
+//! `scripts/bench-report` turns the results into the table of
+//! docs/performance.md. Run from the repository's root:
+//! `cargo bench --manifest-path bench/Cargo.toml --bench codec`.
 
 use bytes::{Bytes, BytesMut};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

@@ -1,0 +1,212 @@
+use super::*;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn id(entry: u64) -> MessageId {
+    MessageId::new(4, entry)
+}
+
+/// Chunk `chunk_id` of `num_chunks` of message `uuid`, at entry `entry`.
+fn chunk(uuid: &str, chunk_id: u32, num_chunks: u32, entry: u64) -> Chunk {
+    Chunk {
+        id: id(entry),
+        uuid: uuid.into(),
+        chunk_id,
+        num_chunks,
+        publish_time: 1_000,
+        data: Bytes::from(format!("{uuid}{chunk_id}")),
+    }
+}
+
+fn assembler() -> ChunkAssembler {
+    ChunkAssembler::new(ChunkLimits::default())
+}
+
+const WALL: u64 = 2_000;
+
+#[test]
+fn an_entry_is_a_chunk_only_with_several_chunks() {
+    let meta = MessageMetadata {
+        uuid: Some("p-7".into()),
+        num_chunks_from_msg: Some(3),
+        chunk_id: Some(1),
+        total_chunk_msg_size: Some(30),
+        ..MessageMetadata::default()
+    };
+    let c = Chunk::of(id(1), &meta, Bytes::new()).expect("a chunk");
+    assert_eq!((c.uuid.as_str(), c.chunk_id, c.num_chunks), ("p-7", 1, 3));
+    let single = MessageMetadata {
+        num_chunks_from_msg: Some(1),
+        ..meta.clone()
+    };
+    assert_eq!(Chunk::of(id(1), &single, Bytes::new()), None);
+    assert_eq!(
+        Chunk::of(id(1), &MessageMetadata::default(), Bytes::new()),
+        None
+    );
+}
+
+#[test]
+fn interleaved_chunks_make_two_messages_under_their_first_ids() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 0, 2, 1)), None);
+    assert_eq!(a.on_chunk(t0, WALL, chunk("y", 0, 3, 2)), None);
+    let x = a
+        .on_chunk(t0, WALL, chunk("x", 1, 2, 3))
+        .expect("x complete");
+    assert_eq!((x.first, &x.data[..]), (id(1), &b"x0x1"[..]));
+    assert_eq!(a.on_chunk(t0, WALL, chunk("y", 1, 3, 4)), None);
+    let y = a
+        .on_chunk(t0, WALL, chunk("y", 2, 3, 5))
+        .expect("y complete");
+    assert_eq!((y.first, &y.data[..]), (id(2), &b"y0y1y2"[..]));
+    assert_eq!(a.pending(), 0);
+    assert!(a.take_released().is_empty());
+
+    // An ack of a message names all its chunks, once.
+    let ack = |ids| Action::<()>::Ack {
+        ids,
+        cumulative: false,
+        ack_set: None,
+    };
+    assert_eq!(a.expand(ack(vec![id(2)])), ack(vec![id(2), id(4), id(5)]));
+    assert_eq!(a.assembled(), 1);
+    // A redelivery names them too, and keeps them for a later ack.
+    assert_eq!(
+        a.expand(Action::<()>::Redeliver(vec![id(1)])),
+        Action::Redeliver(vec![id(1), id(3)])
+    );
+    assert_eq!(
+        a.expand(ack(vec![id(1), id(9)])),
+        ack(vec![id(1), id(3), id(9)])
+    );
+    assert_eq!(a.assembled(), 0);
+}
+
+#[test]
+fn a_cumulative_ack_goes_up_to_the_last_chunk() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    a.on_chunk(t0, WALL, chunk("x", 1, 2, 7));
+    let cumulative = |at| Action::<()>::Ack {
+        ids: vec![id(at)],
+        cumulative: true,
+        ack_set: None,
+    };
+    assert_eq!(a.expand(cumulative(1)), cumulative(7));
+    assert_eq!(a.assembled(), 0);
+    assert_eq!(a.expand(cumulative(9)), cumulative(9));
+}
+
+#[test]
+fn a_chunk_seen_again_is_ignored_and_a_resent_one_is_acked() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 3, 1));
+    a.on_chunk(t0, WALL, chunk("x", 1, 3, 2));
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 0, 3, 1)), None);
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 1, 3, 2)), None);
+    assert!(a.take_released().is_empty(), "a redelivery is ignored");
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 1, 3, 3)), None);
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(3)])]);
+    let x = a.on_chunk(t0, WALL, chunk("x", 2, 3, 4)).expect("complete");
+    assert_eq!(&x.data[..], b"x0x1x2");
+}
+
+#[test]
+fn a_first_chunk_sent_again_under_a_new_id_starts_the_message_over() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 5));
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(1)])]);
+    let x = a.on_chunk(t0, WALL, chunk("x", 1, 2, 6)).expect("complete");
+    assert_eq!(x.first, id(5));
+}
+
+#[test]
+fn a_missing_chunk_leaves_the_message_unacked() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 3, 1));
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 2, 3, 3)), None);
+    assert_eq!(
+        a.take_released(),
+        [Released::Hold(vec![id(1)]), Released::Hold(vec![id(3)])]
+    );
+    assert_eq!(a.pending(), 0);
+    // A chunk whose first never came, of a message older than the expiry:
+    // acked, as Java does.
+    let late = WALL + 61_000;
+    assert_eq!(a.on_chunk(t0, late, chunk("y", 1, 2, 9)), None);
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(9)])]);
+}
+
+#[test]
+fn the_oldest_message_is_dropped_beyond_the_pending_limit() {
+    let t0 = crate::clock::now();
+    for auto_ack in [false, true] {
+        let mut a = ChunkAssembler::new(ChunkLimits {
+            max_pending: 2,
+            auto_ack_oldest_on_full: auto_ack,
+            ..ChunkLimits::default()
+        });
+        a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+        a.on_chunk(t0, WALL, chunk("y", 0, 2, 2));
+        a.on_chunk(t0, WALL, chunk("z", 0, 2, 3));
+        let expected = if auto_ack {
+            Released::Ack(vec![id(1)])
+        } else {
+            Released::Hold(vec![id(1)])
+        };
+        assert_eq!(a.take_released(), [expected]);
+        assert_eq!(a.pending(), 2);
+        assert!(a.on_chunk(t0, WALL, chunk("y", 1, 2, 4)).is_some());
+        assert!(a.on_chunk(t0, WALL, chunk("z", 1, 2, 5)).is_some());
+    }
+}
+
+#[test]
+fn an_incomplete_message_expires_and_its_chunks_are_acked() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 3, 1));
+    a.on_chunk(t0, WALL, chunk("x", 1, 3, 2));
+    a.on_chunk(t0 + secs(10), WALL, chunk("y", 0, 2, 3));
+    assert_eq!(a.next_deadline(), Some(t0 + secs(60)));
+    a.on_tick(t0 + secs(59));
+    assert!(a.take_released().is_empty());
+    a.on_tick(t0 + secs(60));
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(1), id(2)])]);
+    assert_eq!(a.next_deadline(), Some(t0 + secs(70)));
+    // Its last chunk, if it comes after all, is out of order.
+    assert_eq!(a.on_chunk(t0 + secs(61), WALL, chunk("x", 2, 3, 4)), None);
+    assert_eq!(a.take_released(), [Released::Hold(vec![id(4)])]);
+
+    let mut never = ChunkAssembler::new(ChunkLimits {
+        expiry: None,
+        ..ChunkLimits::default()
+    });
+    never.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    assert_eq!(never.next_deadline(), None);
+    never.on_tick(t0 + secs(3600));
+    assert_eq!(never.pending(), 1);
+}
+
+#[test]
+fn a_rewind_starts_the_assembly_over_without_acking() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    let rewind = Action::<()>::RedeliverAll { consumer_epoch: 1 };
+    assert_eq!(a.expand(rewind.clone()), rewind);
+    assert_eq!(a.pending(), 0);
+    assert!(a.take_released().is_empty());
+    // The chunks come again from the first.
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    assert!(a.on_chunk(t0, WALL, chunk("x", 1, 2, 2)).is_some());
+}

@@ -1,0 +1,80 @@
+//! Chunked messages in the driver: each chunk goes to its sub's
+//! [`ChunkAssembler`](crate::consumer::chunks::ChunkAssembler); what that
+//! releases is acked on the wire or held by the core here.
+
+use super::*;
+use crate::consumer::chunks::{Chunk, Released};
+use crate::wire::{Checksum, Payload};
+
+impl Driver {
+    /// Takes a delivery that may be a chunk. Returns what to unpack: the
+    /// delivery itself, or once a chunk completes its message, the whole
+    /// message under its first chunk's id. `None` for a chunk that
+    /// completes nothing (its permit went back to the broker).
+    pub(super) async fn assemble(
+        &mut self,
+        index: usize,
+        message_id: MessageId,
+        consumer_epoch: Option<u64>,
+        payload: Payload,
+    ) -> Option<(MessageId, Payload)> {
+        let sub = &mut self.subs[index];
+        let id = message_id.with_partition(sub.partition).entry();
+        // A corrupt chunk is reported as any corrupt entry (receive.rs).
+        let readable = !matches!(payload.checksum, Checksum::Mismatch { .. });
+        let chunk = readable
+            .then(|| Chunk::of(id, &payload.metadata, payload.data.clone()))
+            .flatten();
+        let Some(chunk) = chunk else {
+            return Some((message_id, payload));
+        };
+        let stale = !sub.core.config().subscription_type.redelivers_by_id()
+            && consumer_epoch.is_some_and(|e| e < sub.core.consumer_epoch());
+        let now = clock::now();
+        let assembled = if stale {
+            None // from before a rewind: it comes again
+        } else {
+            sub.chunks.on_chunk(now, clock::unix_millis(), chunk)
+        };
+        self.release_chunks(index, now).await;
+        let sub = &self.subs[index];
+        match assembled {
+            Some(message) => Some((
+                message.first,
+                Payload {
+                    checksum: Checksum::Valid,
+                    data: message.data,
+                    ..payload
+                },
+            )),
+            None => {
+                let _ = sub.conn.send_control(commands::flow(sub.id, 1)).await;
+                None
+            }
+        }
+    }
+
+    /// Drops the incomplete chunked messages of sub `index` that expired.
+    pub(super) async fn expire_chunks(&mut self, index: usize, now: std::time::Instant) {
+        self.subs[index].chunks.on_tick(now);
+        self.release_chunks(index, now).await;
+    }
+
+    /// Acks or holds the chunks the assembler gave up.
+    async fn release_chunks(&mut self, index: usize, now: std::time::Instant) {
+        let sub = &mut self.subs[index];
+        for released in sub.chunks.take_released() {
+            match released {
+                Released::Ack(ids) => {
+                    debug!(topic = %sub.name, count = ids.len(), "acking chunks of a dropped chunked message");
+                    let ids: Vec<_> = ids.iter().map(MessageId::to_proto).collect();
+                    let ack = commands::ack(sub.id, ids, AckType::Individual, None);
+                    if let Err(e) = sub.conn.send_control(ack).await {
+                        debug!(topic = %sub.name, error = %e, "chunk ack not sent");
+                    }
+                }
+                Released::Hold(ids) => sub.core.hold(now, &ids),
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Chunked messages against a scripted broker (paused clock): interleaved
+//! chunks of two messages, a missing chunk, the bound on messages being
+//! assembled, and the expiry of an incomplete one; a producer splitting a
+//! payload over the broker's max message size.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use prost::Message as _;
+use pulsar_wire::consumer::{ConsumerBuilder, SubscriptionType};
+use pulsar_wire::producer::{ProducerBuilder, ProducerError};
+use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::{self, BaseCommand};
+use pulsar_wire::wire::{self, Frame};
+use pulsar_wire::{Client, MessageId};
+
+use super::consume::{SERVICE, subscribed_with};
+use super::hostile_entries::{entry, meta};
+use super::produce::{producer_built, send_of};
+use crate::common::fake_broker::{FakeBroker, FakeNetwork};
+use crate::common::guard;
+
+/// Far in the future: no chunk is ever older than the expiry.
+const PUBLISHED: u64 = 4_102_444_800_000;
+
+/// Chunk `chunk_id` of `num` of message `uuid`, at entry `at`.
+fn chunk(consumer: u64, at: u64, uuid: &str, chunk_id: i32, num: i32) -> Frame {
+    let metadata = proto::MessageMetadata {
+        uuid: Some(uuid.into()),
+        chunk_id: Some(chunk_id),
+        num_chunks_from_msg: Some(num),
+        total_chunk_msg_size: Some(num * 2),
+        publish_time: PUBLISHED,
+        ..meta(None, 0, None)
+    };
+    entry(
+        consumer,
+        at,
+        metadata,
+        Bytes::from(format!("{uuid}{chunk_id}")),
+    )
+}
+
+fn shared(b: ConsumerBuilder) -> ConsumerBuilder {
+    b.subscription_type(SubscriptionType::Shared)
+}
+
+/// The entry ids of the next frame, which must be `kind`.
+async fn entries(broker: &mut FakeBroker, kind: Type) -> Vec<u64> {
+    let frame = broker.expect(kind).await;
+    let c = frame.command;
+    let ids = match kind {
+        Type::Ack => c.ack.map(|a| a.message_id),
+        Type::RedeliverUnacknowledgedMessages => {
+            c.redeliver_unacknowledged_messages.map(|r| r.message_ids)
+        }
+        other => panic!("no ids in {other:?}"),
+    };
+    ids.expect("body").iter().map(|i| i.entry_id).collect()
+}
+
+/// The permits of the next frame, which must be a FLOW.
+async fn flow(broker: &mut FakeBroker) -> u32 {
+    let frame = broker.expect(Type::Flow).await;
+    frame.command.flow.expect("body").message_permits
+}
+
+#[tokio::test(start_paused = true)]
+async fn interleaved_chunks_of_two_messages_arrive_whole_and_ack_every_chunk() {
+    let net = FakeNetwork::new();
+    guard("interleaved chunks", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, shared).await;
+        for (at, uuid, chunk_id, num) in [
+            (1, "x", 0, 2),
+            (2, "y", 0, 3),
+            (3, "x", 1, 2),
+            (4, "y", 1, 3),
+            (5, "y", 2, 3),
+        ] {
+            broker.send_frame(chunk(id, at, uuid, chunk_id, num)).await;
+        }
+        let x = consumer.receive().await.expect("x");
+        assert_eq!(
+            (x.id(), &x.payload()[..]),
+            (MessageId::new(1, 1), &b"x0x1"[..])
+        );
+        let y = consumer.receive().await.expect("y");
+        assert_eq!(
+            (y.id(), &y.payload()[..]),
+            (MessageId::new(1, 2), &b"y0y1y2"[..])
+        );
+        // Each chunk that completed nothing gave its permit back.
+        for _ in 0..3 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+        consumer.ack(&x).await.expect("ack");
+        consumer.ack(&y).await.expect("ack");
+        assert_eq!(entries(&mut broker, Type::Ack).await, [1, 3]);
+        assert_eq!(entries(&mut broker, Type::Ack).await, [2, 4, 5]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_with_a_missing_chunk_stays_unacked_and_comes_whole_once_redelivered() {
+    let net = FakeNetwork::new();
+    guard("missing chunk", async {
+        let setup = |b| shared(b).ack_timeout(Duration::from_secs(5));
+        let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 3)).await;
+        broker.send_frame(chunk(id, 3, "x", 2, 3)).await; // chunk 1 lost
+        broker.send_frame(chunk(id, 4, "y", 0, 2)).await;
+        broker.send_frame(chunk(id, 5, "y", 1, 2)).await;
+        let y = consumer.receive().await.expect("y");
+        assert_eq!(y.id(), MessageId::new(1, 4));
+        consumer.ack(&y).await.expect("ack");
+        for _ in 0..3 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+        assert_eq!(entries(&mut broker, Type::Ack).await, [4, 5]);
+        // The ack timeout asks for x's chunks again, never acking them.
+        let again = entries(&mut broker, Type::RedeliverUnacknowledgedMessages).await;
+        assert_eq!(again, [1, 3]);
+        for (at, chunk_id) in [(1, 0), (2, 1), (3, 2)] {
+            broker.send_frame(chunk(id, at, "x", chunk_id, 3)).await;
+        }
+        let x = consumer.receive().await.expect("x");
+        assert_eq!(
+            (x.id(), &x.payload()[..]),
+            (MessageId::new(1, 1), &b"x0x1x2"[..])
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn beyond_the_pending_bound_the_oldest_message_is_dropped_unacked_or_acked() {
+    for auto_ack in [false, true] {
+        let net = FakeNetwork::new();
+        guard("pending chunked messages", async {
+            let setup = |b| {
+                shared(b)
+                    .max_pending_chunked_messages(2)
+                    .auto_ack_oldest_chunked_message_on_queue_full(auto_ack)
+                    .ack_timeout(Duration::from_secs(5))
+            };
+            let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+            for (at, uuid) in [(1, "a"), (2, "b"), (3, "c")] {
+                broker.send_frame(chunk(id, at, uuid, 0, 2)).await;
+                if auto_ack && uuid == "c" {
+                    // The oldest, a, is dropped and acked.
+                    assert_eq!(entries(&mut broker, Type::Ack).await, [1]);
+                }
+                assert_eq!(flow(&mut broker).await, 1);
+            }
+            broker.send_frame(chunk(id, 4, "b", 1, 2)).await;
+            broker.send_frame(chunk(id, 5, "c", 1, 2)).await;
+            for first in [2, 3] {
+                let m = consumer.receive().await.expect("b, c");
+                assert_eq!(m.id(), MessageId::new(1, first));
+                consumer.ack(&m).await.expect("ack");
+            }
+            assert_eq!(entries(&mut broker, Type::Ack).await, [2, 4]);
+            assert_eq!(entries(&mut broker, Type::Ack).await, [3, 5]);
+            if !auto_ack {
+                // Held, never acked: the ack timeout asks for it again.
+                let again = entries(&mut broker, Type::RedeliverUnacknowledgedMessages).await;
+                assert_eq!(again, [1]);
+            }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_incomplete_message_expires_and_its_chunks_are_acked() {
+    let net = FakeNetwork::new();
+    guard("chunk expiry", async {
+        let setup =
+            |b| shared(b).expire_time_of_incomplete_chunked_message(Duration::from_secs(10));
+        let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+        let start = tokio::time::Instant::now();
+        broker.send_frame(chunk(id, 1, "x", 0, 3)).await;
+        broker.send_frame(chunk(id, 2, "x", 1, 3)).await;
+        for _ in 0..2 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+        assert_eq!(entries(&mut broker, Type::Ack).await, [1, 2]);
+        assert!(
+            start.elapsed() >= Duration::from_secs(10),
+            "acked before the expiry"
+        );
+        assert!(consumer.try_receive().await.expect("open").is_none());
+    })
+    .await;
+}
+
+/// A SEND_RECEIPT for `sequence` naming entry `entry`.
+fn receipt_at(producer: u64, sequence: u64, entry: u64) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::SendReceipt as i32,
+        send_receipt: Some(Box::new(proto::CommandSendReceipt {
+            producer_id: producer,
+            sequence_id: sequence,
+            message_id: Some(MessageId::new(1, entry).to_proto()),
+            highest_sequence_id: None,
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first() {
+    let net = FakeNetwork::new();
+    guard("chunked send", async {
+        let chunking = |b: ProducerBuilder| b.chunking(true);
+        let (producer, mut broker, _svc) =
+            producer_built(&net, Some(1000), -1, 64 << 20, chunking).await;
+        let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+        let receipt = producer.send(payload.clone()).await.expect("queued");
+        let (mut joined, mut chunks) = (Vec::new(), 0u64);
+        loop {
+            let frame = broker.expect(Type::Send).await;
+            assert!(wire::encoded_len(&frame) <= 1000 + wire::FRAME_OVERHEAD_ALLOWANCE);
+            let (producer_id, sequence) = send_of(&frame);
+            assert_eq!(sequence, 0, "every chunk has the message's sequence id");
+            let p = frame.payload.expect("payload");
+            let meta = &p.metadata;
+            assert!(
+                meta.encoded_len() + p.data.len() <= 1000,
+                "chunk {chunks} over the limit"
+            );
+            assert_eq!(meta.uuid.as_deref(), Some("p-1-0"));
+            assert_eq!(meta.total_chunk_msg_size, Some(2500));
+            assert_eq!(meta.chunk_id, Some(chunks as i32));
+            joined.extend_from_slice(&p.data);
+            broker.send(receipt_at(producer_id, 0, 10 + chunks)).await;
+            chunks += 1;
+            if meta.num_chunks_from_msg == Some(chunks as i32) {
+                break;
+            }
+        }
+        assert!(chunks >= 3, "{chunks} chunks");
+        assert_eq!(joined, payload);
+        assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunking_with_batching_turned_on_is_refused_before_any_io() {
+    let net = FakeNetwork::new();
+    guard("chunking and batching", async {
+        let mut svc = net.listen(SERVICE);
+        let connect = async {
+            Client::builder()
+                .service_url(format!("pulsar://{SERVICE}"))
+                .connector(net.clone())
+                .build()
+                .await
+                .expect("client")
+        };
+        let script = async {
+            let mut broker = svc.accept().await;
+            broker.handshake().await;
+            broker
+        };
+        let (client, _broker) = tokio::join!(connect, script);
+        let refused = client
+            .producer("t")
+            .chunking(true)
+            .batching(true)
+            .create()
+            .await;
+        assert!(
+            matches!(refused, Err(ProducerError::ChunkingWithBatching)),
+            "{refused:?}"
+        );
+    })
+    .await;
+}
