@@ -28,7 +28,7 @@ use super::error::{ConfigError, CoreError};
 use super::nack::{NackPolicy, NackTracker, Nacked};
 use super::permits::ReceiverQueue;
 use super::rewind::PendingRewind;
-use super::settled::Settled;
+use super::settled::{RecentAcks, Settled};
 use super::unacked::UnackedTracker;
 
 /// What became of an application's ack ([`ConsumerCore::ack`]).
@@ -91,6 +91,9 @@ pub struct ConsumerCore<M> {
     last_chance: HashMap<MessageId, (u32, M)>,
     /// Acked while not held: their copies are dropped.
     settled: Settled,
+    /// The last acks of held messages; they join `settled` at a reconnect
+    /// or rewind.
+    recent: RecentAcks,
     /// Exclusive/Failover: a rewind a nack asked for, not sent yet.
     rewind: PendingRewind,
     epoch: u64,
@@ -111,7 +114,8 @@ impl<M: Clone> ConsumerCore<M> {
         if let Some(backoff) = config.ack_timeout_backoff {
             held = held.with_backoff(backoff);
         }
-        let settled = Settled::new(config.receiver_queue_size.max(1000) as usize);
+        let remembered = config.receiver_queue_size.max(1000) as usize;
+        let settled = Settled::new(remembered);
         Ok(Self {
             queue: ReceiverQueue::new(config.receiver_queue_size),
             nacks: NackTracker::new(config.nack, config.tick),
@@ -121,6 +125,7 @@ impl<M: Clone> ConsumerCore<M> {
             forwarding: HashSet::new(),
             last_chance: HashMap::new(),
             settled,
+            recent: RecentAcks::new(remembered),
             rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
@@ -318,6 +323,7 @@ impl<M: Clone> ConsumerCore<M> {
             if !self.last_chance.is_empty() {
                 self.last_chance.remove(&id);
             }
+            self.recent.push(id);
             return self.settle(id, false);
         }
         self.settled.insert(id);
@@ -452,6 +458,15 @@ impl<M: Clone> ConsumerCore<M> {
         self.clear_held();
         self.epoch += 1;
         self.actions.keep_across_reconnect();
+    }
+
+    /// The subscription was moved (seek): acked messages may come again on
+    /// purpose, so the acks remembered to drop redelivered copies are
+    /// forgotten.
+    pub fn on_seek(&mut self) {
+        let capacity = self.config.receiver_queue_size.max(1000) as usize;
+        self.settled = Settled::new(capacity);
+        self.recent = RecentAcks::new(capacity);
     }
 
     /// Whether an [`Action::Ack`] waits to be polled.
@@ -596,8 +611,10 @@ impl<M: Clone> ConsumerCore<M> {
         self.flow((permits > 0).then_some(permits));
     }
 
-    /// Everything the application holds will come again.
+    /// Everything the application holds will come again (but not what it
+    /// acked lately, which the broker may not have applied yet).
     fn clear_held(&mut self) {
+        self.recent.settle_into(&mut self.settled);
         self.held.clear();
         self.nacks.clear();
         self.last_chance.clear();

@@ -504,3 +504,35 @@ fn reconnect_clears_local_state_keeps_acks_and_grants_a_fresh_queue() {
     core.on_subscribed(t0);
     assert_eq!(drain(&mut core), [A::Flow(4)]);
 }
+
+#[test]
+fn a_copy_of_a_message_acked_just_before_a_reconnect_is_dropped() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    // The broker applies acks asynchronously: it may dispatch a copy to the
+    // next subscription before it applied this one.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    assert_eq!(core.queued(), 0);
+}
+
+#[test]
+fn a_seek_forgets_the_remembered_acks() {
+    let t0 = crate::clock::now();
+    let mut core = core(CoreConfig::default(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    core.ack(t0, id(2)); // not held
+    core.ack_cumulative(t0, id(0)).unwrap();
+    core.on_seek();
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    for n in 0..=2 {
+        core.on_message(t0, msg(id(n), 0)).unwrap();
+    }
+    assert_eq!(core.queued(), 3, "a seek brings acked messages back");
+}

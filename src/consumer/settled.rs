@@ -8,13 +8,50 @@
 //! is dropped instead of handed out again:
 //! - the highest cumulative ack, below which everything is settled;
 //! - the last individually acked ids that were not held (a bounded FIFO:
-//!   forgetting the oldest only risks a duplicate, never a loss).
+//!   forgetting the oldest only risks a duplicate, never a loss), and, from
+//!   a reconnect or rewind on, the last ones acked while held: the broker
+//!   applies acks asynchronously, so it may dispatch a copy of a message
+//!   acked just before it closed the consumer.
 
 use std::collections::{HashSet, VecDeque};
 
 use crate::MessageId;
 
 use super::id_hash::IdBuildHasher;
+
+/// The last ids acked while held, without hashing them (a ring): at a
+/// reconnect or rewind they join [`Settled`], since the broker may dispatch
+/// a copy before it applied the ack (it applies acks asynchronously).
+#[derive(Debug)]
+pub(crate) struct RecentAcks {
+    ids: VecDeque<MessageId>,
+    capacity: usize,
+}
+
+impl RecentAcks {
+    /// Keeps the last `capacity` ids (at least 1).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            ids: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// `id` was acked.
+    pub(crate) fn push(&mut self, id: MessageId) {
+        if self.ids.len() == self.capacity {
+            self.ids.pop_front();
+        }
+        self.ids.push_back(id);
+    }
+
+    /// Moves every id into `settled`.
+    pub(crate) fn settle_into(&mut self, settled: &mut Settled) {
+        for id in self.ids.drain(..) {
+            settled.insert(id);
+        }
+    }
+}
 
 /// Ids the application settled outside the held set.
 #[derive(Debug)]
@@ -89,6 +126,20 @@ mod tests {
         settled.insert(id(3));
         assert!(!settled.contains(id(1)), "the oldest is forgotten");
         assert!(settled.contains(id(2)) && settled.contains(id(3)));
+        assert_eq!(settled.len(), 2);
+    }
+
+    #[test]
+    fn recent_acks_join_the_settled_ids_when_asked() {
+        let mut recent = RecentAcks::new(2);
+        let mut settled = Settled::new(4);
+        for n in 1..=3 {
+            recent.push(id(n));
+        }
+        recent.settle_into(&mut settled);
+        assert!(!settled.contains(id(1)), "only the last two are kept");
+        assert!(settled.contains(id(2)) && settled.contains(id(3)));
+        recent.settle_into(&mut settled);
         assert_eq!(settled.len(), 2);
     }
 

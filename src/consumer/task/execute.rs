@@ -129,8 +129,12 @@ impl Driver {
             SeekTarget::PublishTime(_) => true,
         };
         self.request_each("SEEK", which, |c, r| commands::seek(c, r, target))
-            .await
-            .map(drop)
+            .await?;
+        // A seek brings acked messages back on purpose.
+        for sub in self.subs.iter_mut().filter(|s| which(s)) {
+            sub.core.on_seek();
+        }
+        Ok(())
     }
 
     pub(super) async fn last_message_id(&mut self) -> Result<MessageId, ConsumerError> {
