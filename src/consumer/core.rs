@@ -195,9 +195,21 @@ impl<M: Clone> ConsumerCore<M> {
             || self.nacks.contains(id)
             || (!self.forwarding.is_empty() && self.forwarding.contains(&id))
             || self.batches.is_acked(id)
-            || self.settled.contains(id)
         {
             self.skip_arrival();
+            return Ok(());
+        }
+        if self.settled.contains(id) {
+            // Acked by the application, yet the broker sends it again: its
+            // ACK may have been lost with a connection. Acked again (an ack
+            // is idempotent), so it does not stay in the subscription.
+            self.skip_arrival();
+            if id.is_batch_member() {
+                let outcome = self.batches.ack_untracked(id, batch_size);
+                self.member_acked(outcome);
+            } else {
+                self.actions.ack(id);
+            }
             return Ok(());
         }
         let forward = self

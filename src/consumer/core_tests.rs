@@ -536,3 +536,19 @@ fn a_seek_forgets_the_remembered_acks() {
     }
     assert_eq!(core.queued(), 3, "a seek brings acked messages back");
 }
+
+#[test]
+fn a_copy_of_an_acked_message_is_acked_again_not_handed_out() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    drain(&mut core);
+    // Its ACK was lost with the connection: the broker sends it again.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    assert!(core.pop_for_application(t0).is_none());
+}

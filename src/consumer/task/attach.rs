@@ -5,9 +5,9 @@
 //! driver's loop), so receive, ack and close keep working meanwhile: one
 //! attempt at a time per partition, a fresh consumer id each time, the
 //! shared backoff (100 ms doubling to 60 s, jittered; it starts over only
-//! after a subscription that lived ten times the wait before it, 1 s at
-//! least, so a broker that closes every new subscription at once is not
-//! asked again every 100 ms) and no limit on attempts while the consumer
+//! after a subscription that delivered messages or lived ten times the
+//! wait before it, 1 s at least, so a broker that closes every new
+//! subscription at once is not asked again every 100 ms) and no limit on attempts while the consumer
 //! is open. Only a final refusal (topic or subscription gone, not allowed)
 //! gives a partition up: the next receiver gets [`ConsumerError::Lost`]
 //! for it once, and once all are given up, every receiver does. A
@@ -137,6 +137,7 @@ impl Driver {
                     flush_at: None,
                     acks: Default::default(),
                     subscribed_at: clock::now(),
+                    delivered: false,
                     lost: false,
                 }),
                 Err(e) => {
@@ -196,10 +197,12 @@ impl Driver {
         sub.chunks.restart();
         sub.generation += 1;
         // The backoff starts over only after a subscription that lived
-        // well: a broker that closes every new subscription at once gets
-        // attempts ever further apart, not one every 100 ms.
+        // well or delivered messages: a broker that closes every new
+        // subscription at once gets attempts ever further apart, not one
+        // every 100 ms.
         let waited = self.resubscribes.last_delay.get(&index).copied();
-        if sub.subscribed_at.elapsed() >= healthy_after(waited.unwrap_or_default()) {
+        let lived = sub.subscribed_at.elapsed() >= healthy_after(waited.unwrap_or_default());
+        if lived || sub.delivered {
             if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
                 backoff.reset();
             }
@@ -262,6 +265,7 @@ impl Driver {
                 sub.id = id;
                 sub.lost = false;
                 sub.subscribed_at = clock::now();
+                sub.delivered = false;
                 sub.core.on_subscribed(sub.subscribed_at);
                 self.listen(index, generation, rx);
                 self.run_actions(index).await;

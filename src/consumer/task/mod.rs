@@ -100,9 +100,10 @@ struct Sub {
     flush_at: Option<std::time::Instant>,
     /// Acks someone waits for (with receipts), and ACKs to send again.
     acks: acks::AckWaiters,
-    /// When the current subscription was made (the backoff starts over
-    /// after one that lived well).
+    /// When the current subscription was made, and whether it delivered
+    /// anything: the backoff starts over after one that lived well or did.
     subscribed_at: std::time::Instant,
+    delivered: bool,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     lost: bool,
 }
@@ -472,6 +473,7 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                sub.delivered = true;
                 let Some((message_id, payload)) = self
                     .assemble(index, message_id, consumer_epoch, payload)
                     .await
