@@ -4,7 +4,20 @@
 //! it from [`now`], which follows tokio's clock, so tests with a paused clock
 //! (`#[tokio::test(start_paused = true)]`) control every timer.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How far ahead a deadline can lie: a user's `Duration::MAX` (or any
+/// timeout past this) means "never" in practice, and is capped here
+/// instead of overflowing `Instant`.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `at + delay`, saturating at about a century ahead: user-set timeouts
+/// and intervals (`Duration::MAX` included) never overflow an `Instant`.
+pub(crate) fn after(at: Instant, delay: Duration) -> Instant {
+    at.checked_add(delay.min(FAR_FUTURE))
+        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(at)
+}
 
 /// Monotonic now, as tokio sees it (paused and advanced in tests).
 pub(crate) fn now() -> Instant {
@@ -18,4 +31,17 @@ pub(crate) fn unix_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_saturates_far_ahead() {
+        let t0 = now();
+        let second = Duration::from_secs(1);
+        assert_eq!(after(t0, second), t0 + second);
+        assert!(after(t0, Duration::MAX) > t0 + Duration::from_secs(99 * 365 * 24 * 3600));
+    }
 }

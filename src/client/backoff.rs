@@ -61,7 +61,7 @@ impl Backoff {
     /// `max`); the one after it doubles.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let base = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         self.attempts = self.attempts.saturating_add(1);
         let fraction = (self.jitter)().clamp(0.0, 1.0);
         let cut = base.mul_f64(JITTER_SHARE * fraction);
@@ -132,6 +132,15 @@ mod tests {
             ]
         );
         assert_eq!(b.attempts(), 12);
+    }
+
+    #[test]
+    fn a_max_of_duration_max_never_overflows() {
+        let mut b = Backoff::new(Duration::MAX / 3, Duration::MAX, no_jitter());
+        for _ in 0..4 {
+            b.next_delay();
+        }
+        assert_eq!(b.next_delay(), Duration::MAX);
     }
 
     #[test]

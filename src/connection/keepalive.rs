@@ -31,7 +31,7 @@ impl Keepalive {
     pub(crate) fn new(now: Instant, interval: Duration) -> Self {
         Self {
             interval,
-            next_tick: now + interval,
+            next_tick: crate::clock::after(now, interval),
             awaiting: false,
         }
     }
@@ -55,7 +55,7 @@ impl Keepalive {
             return Some(Action::Dead);
         }
         self.awaiting = true;
-        self.next_tick = now + self.interval;
+        self.next_tick = crate::clock::after(now, self.interval);
         Some(Action::SendPing)
     }
 
@@ -71,6 +71,14 @@ mod tests {
 
     const fn secs(n: u64) -> Duration {
         Duration::from_secs(n)
+    }
+
+    #[test]
+    fn an_interval_of_duration_max_never_overflows() {
+        let t0 = crate::clock::now();
+        let mut k = Keepalive::new(t0, Duration::MAX);
+        assert!(k.next_deadline() > t0 + secs(3600));
+        assert_eq!(k.on_tick(t0 + secs(3600)), None);
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl Router {
         op: &'static str,
         reply: Reply,
     ) {
-        let deadline = now + self.timeout;
+        let deadline = crate::clock::after(now, self.timeout);
         if let Some(old) = self.pending.insert(
             id,
             Pending {

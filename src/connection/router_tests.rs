@@ -362,3 +362,12 @@ fn ping_and_auth_challenge_ask_the_actor_to_answer() {
         Reaction::AnswerAuthChallenge
     );
 }
+
+#[test]
+fn a_timeout_of_duration_max_never_overflows() {
+    let t0 = crate::clock::now();
+    let mut router = Router::new(Duration::MAX);
+    let (tx, _rx) = oneshot::channel();
+    router.insert_request(t0, RequestId(1), "LOOKUP", tx);
+    assert_eq!(router.pending_requests(), 1);
+}

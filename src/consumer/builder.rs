@@ -114,6 +114,14 @@ impl ConsumerBuilder {
         self
     }
 
+    /// Whether a [`seek`](super::Consumer::seek) to a message id brings
+    /// that message again (default false: reading starts after it, as the
+    /// official clients do with `startMessageIdInclusive` off).
+    pub fn seek_inclusive(mut self, inclusive: bool) -> Self {
+        self.options.start_inclusive = inclusive;
+        self
+    }
+
     /// The consumer's name, as the broker shows it (generated when unset).
     pub fn consumer_name(mut self, name: impl Into<String>) -> Self {
         self.options.consumer_name = Some(name.into());

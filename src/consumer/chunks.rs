@@ -154,6 +154,8 @@ pub(crate) struct ChunkAssembler {
     /// Every chunk id of each assembled message, by its first chunk's id,
     /// until it is acked.
     assembled: HashMap<MessageId, Vec<MessageId>>,
+    /// Whether `assembled` is kept (off for a reader, which never acks).
+    remember: bool,
     released: Vec<Released>,
 }
 
@@ -164,7 +166,18 @@ impl ChunkAssembler {
             pending: HashMap::new(),
             order: VecDeque::new(),
             assembled: HashMap::new(),
+            remember: true,
             released: Vec::new(),
+        }
+    }
+
+    /// An assembler that forgets a message's chunk ids once it is
+    /// assembled: for a reader, which acks nothing, so nothing per message
+    /// outlives its hand-over.
+    pub(crate) fn forgetting(limits: ChunkLimits) -> Self {
+        Self {
+            remember: false,
+            ..Self::new(limits)
         }
     }
 
@@ -210,7 +223,9 @@ impl ChunkAssembler {
             data.extend_from_slice(part);
         }
         let first = done.ids[0];
-        self.assembled.insert(first, done.ids);
+        if self.remember {
+            self.assembled.insert(first, done.ids);
+        }
         Some(Assembled {
             first,
             data: data.freeze(),

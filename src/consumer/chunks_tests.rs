@@ -210,3 +210,22 @@ fn a_rewind_starts_the_assembly_over_without_acking() {
     a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
     assert!(a.on_chunk(t0, WALL, chunk("x", 1, 2, 2)).is_some());
 }
+
+#[test]
+fn a_forgetting_assembler_keeps_nothing_once_a_message_is_assembled() {
+    let t0 = crate::clock::now();
+    let mut a = ChunkAssembler::forgetting(ChunkLimits::default());
+    for n in 0..1_000_u64 {
+        let uuid = format!("m{n}");
+        assert_eq!(a.on_chunk(t0, WALL, chunk(&uuid, 0, 2, 2 * n)), None);
+        assert!(
+            a.on_chunk(t0, WALL, chunk(&uuid, 1, 2, 2 * n + 1))
+                .is_some()
+        );
+    }
+    assert_eq!((a.pending(), a.assembled()), (0, 0));
+    let mut remembering = assembler();
+    remembering.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    remembering.on_chunk(t0, WALL, chunk("x", 1, 2, 2));
+    assert_eq!(remembering.assembled(), 1, "kept until acked");
+}

@@ -97,6 +97,12 @@ pub struct CoreConfig {
     /// support batch index ack); otherwise an entry is acked once all of
     /// its members are.
     pub batch_index_ack_enabled: bool,
+    /// Keep per-message state for acks (the default). Off for a reader,
+    /// which never acks: the core then remembers nothing about a message
+    /// once it is handed out (no held set, no batch bookkeeping), so its
+    /// memory stays flat however many messages pass; acks and nacks are
+    /// ignored, and an ack timeout or dead-letter policy is refused.
+    pub track_messages: bool,
 }
 
 impl Default for CoreConfig {
@@ -111,6 +117,7 @@ impl Default for CoreConfig {
             rewind_min_delay: DEFAULT_REWIND_MIN_DELAY,
             dead_letter: None,
             batch_index_ack_enabled: false,
+            track_messages: true,
         }
     }
 }
@@ -136,6 +143,9 @@ impl CoreConfig {
         self.nack.validate()?;
         if let Some(policy) = &self.dead_letter {
             policy.validate()?;
+        }
+        if !self.track_messages && (self.ack_timeout.is_some() || self.dead_letter.is_some()) {
+            return Err(ConfigError::UntrackedWithRedelivery);
         }
         Ok(())
     }

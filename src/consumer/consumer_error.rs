@@ -97,6 +97,12 @@ pub enum ConsumerError {
     /// The consumer was closed (or unsubscribed); no more calls.
     #[error("the consumer is closed")]
     Closed,
+    /// The consumer's task stopped without being closed: it panicked (a
+    /// bug; the panic is in the log). Nothing more can be received; the
+    /// messages it held return to the subscription when its connection
+    /// closes.
+    #[error("the consumer's task stopped unexpectedly (it panicked)")]
+    TaskFailed,
 
     // --- the broker, the connection --------------------------------------------
     /// Finding or reaching the broker of `topic` failed.

@@ -43,8 +43,9 @@ pub enum Acked {
         /// The id of the member's entry.
         entry: MessageId,
     },
-    /// A batch member of an entry the core has no state for, acked without
-    /// its batch size: nothing can be sent for it.
+    /// Nothing can be sent for it: a batch member of an entry the core has
+    /// no state for, acked without its batch size, or any ack on a core
+    /// that does not track messages (a reader's).
     Unrecorded,
 }
 
@@ -152,6 +153,11 @@ impl<M: Clone> ConsumerCore<M> {
         self.held.len()
     }
 
+    /// The id of the oldest message queued for the application.
+    pub(crate) fn first_queued(&self) -> Option<MessageId> {
+        self.queue.front_id()
+    }
+
     /// The subscribe succeeded: grant the whole receiver queue (once per
     /// connection).
     pub fn on_subscribed(&mut self, now: Instant) {
@@ -217,7 +223,7 @@ impl<M: Clone> ConsumerCore<M> {
             .dead_letter
             .as_ref()
             .is_some_and(|p| p.forwards_on_arrival(incoming.redelivery_count));
-        if let Some(size) = batch_size {
+        if let Some(size) = batch_size.filter(|_| self.config.track_messages) {
             self.batches.arrive(id, size, forward);
         }
         if forward {
@@ -257,7 +263,7 @@ impl<M: Clone> ConsumerCore<M> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn on_skipped_members(&mut self, entry: MessageId, batch_size: u32, skipped: &[i32]) {
-        if skipped.is_empty() {
+        if skipped.is_empty() || !self.config.track_messages {
             return;
         }
         if let MemberAck::Entry(entry) = self.batches.skip(entry, batch_size, skipped) {
@@ -291,6 +297,9 @@ impl<M: Clone> ConsumerCore<M> {
             break incoming;
         };
         self.rewind.on_take(true);
+        if !self.config.track_messages {
+            return Some(incoming);
+        }
         let id = incoming.id;
         self.held
             .insert_redelivered(now, id, incoming.redelivery_count);
@@ -330,6 +339,9 @@ impl<M: Clone> ConsumerCore<M> {
         batch_size: Option<u32>,
     ) -> Acked {
         self.anchor(now);
+        if !self.config.track_messages {
+            return Acked::Unrecorded; // a reader's core: nothing to ack
+        }
         if self.held.remove(id) || self.nacks.cancel(id) {
             // Hashing the id for an empty map cost ~1% of a consume run.
             if !self.last_chance.is_empty() {
@@ -373,6 +385,9 @@ impl<M: Clone> ConsumerCore<M> {
         let subscription = self.config.subscription_type;
         if !subscription.allows_cumulative_ack() {
             return Err(CoreError::CumulativeAckNotAllowed { subscription });
+        }
+        if !self.config.track_messages {
+            return Ok(Acked::Unrecorded);
         }
         let mut covered = self.held.remove_up_to(upto);
         covered.extend(self.nacks.cancel_up_to(upto));

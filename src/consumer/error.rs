@@ -21,6 +21,10 @@ pub enum ConfigError {
     /// An ack timeout, when set, must be longer than zero.
     #[error("ack_timeout, when set, must be longer than zero")]
     ZeroAckTimeout,
+    /// An ack timeout or a dead-letter policy needs per-message tracking,
+    /// which is off (a reader).
+    #[error("an ack timeout or dead-letter policy needs per-message tracking")]
+    UntrackedWithRedelivery,
     /// A redelivery backoff with `min > max`, or a multiplier that is below 1
     /// or not a finite number.
     #[error("invalid redelivery backoff: min {min:?}, max {max:?}, multiplier {multiplier}")]

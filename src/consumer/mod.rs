@@ -28,6 +28,7 @@ mod letters;
 mod message;
 pub mod nack;
 mod permits;
+mod position;
 mod reader;
 pub(crate) mod receive;
 mod retry;
@@ -44,6 +45,10 @@ pub mod unacked;
 mod core_tests;
 #[cfg(test)]
 mod core_tests_batch_dlq;
+#[cfg(test)]
+mod core_tests_untracked;
+#[cfg(test)]
+mod handle_tests;
 #[cfg(test)]
 mod proptests;
 
@@ -69,6 +74,7 @@ pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
@@ -113,6 +119,9 @@ pub struct Consumer {
     letters: Option<Arc<letters::Letters>>,
     /// Whether acks wait for the broker's ACK_RESPONSE.
     ack_receipts: bool,
+    /// Set by the task when it stops as asked (close, unsubscribe, every
+    /// handle dropped); unset when a handle finds it gone, it panicked.
+    ended: Arc<AtomicBool>,
 }
 
 impl Clone for Consumer {
@@ -125,6 +134,7 @@ impl Clone for Consumer {
             activity: self.activity.clone(),
             letters: self.letters.clone(),
             ack_receipts: self.ack_receipts,
+            ended: self.ended.clone(),
         }
     }
 }
@@ -176,27 +186,14 @@ impl ConsumerBuilder {
         let partitions = task::expand(&self.client, topics).await?;
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
-        // Subscribing runs in the consumer's task: if this future is dropped
-        // half-way, the task still finishes, finds nobody waiting and closes
-        // what it subscribed, so nothing is left behind on the broker.
-        let (ready, subscribed) = oneshot::channel();
+        // Dropped half-way, this leaves nothing behind on the broker: what
+        // it subscribed is closed in the background (see attach.rs).
+        let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
+        let (commands, mailbox) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
-        let task = async move {
-            match task::Driver::subscribe(settings, partitions, activity_tx).await {
-                Ok(driver) => {
-                    let (commands, mailbox) = mpsc::unbounded_channel();
-                    // Refused (nobody waits): `commands` is dropped with
-                    // it, so `run` closes the consumer at once.
-                    let _ = ready.send(Ok(commands));
-                    driver.run(mailbox).await;
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                }
-            }
-        };
+        let ended = Arc::new(AtomicBool::new(false));
+        let task = driver.run(mailbox, ended.clone());
         tokio::spawn(tracing::Instrument::instrument(task, span));
-        let commands = subscribed.await.unwrap_or(Err(ConsumerError::Closed))?;
         Ok(Consumer {
             commands,
             pending: None,
@@ -205,6 +202,7 @@ impl ConsumerBuilder {
             activity,
             letters,
             ack_receipts: self.ack_receipts,
+            ended,
         })
     }
 }
@@ -220,10 +218,17 @@ impl Consumer {
         self.subscription_type
     }
 
+    /// Why the task is gone: closed as asked, or it panicked.
+    fn gone(&self) -> ConsumerError {
+        if self.ended.load(Ordering::Acquire) {
+            ConsumerError::Closed
+        } else {
+            ConsumerError::TaskFailed
+        }
+    }
+
     fn send(&self, command: task::Command) -> Result<(), ConsumerError> {
-        self.commands
-            .send(command)
-            .map_err(|_| ConsumerError::Closed)
+        self.commands.send(command).map_err(|_| self.gone())
     }
 
     async fn ask<T>(
@@ -232,7 +237,7 @@ impl Consumer {
     ) -> Result<T, ConsumerError> {
         let (reply, answer) = oneshot::channel();
         self.send(command(reply))?;
-        answer.await.unwrap_or(Err(ConsumerError::Closed))
+        answer.await.unwrap_or_else(|_| Err(self.gone()))
     }
 
     /// Polls for the next message; keeps its place in line across polls.
@@ -249,7 +254,7 @@ impl Consumer {
         };
         let result = ready!(Pin::new(pending).poll(cx));
         self.pending = None;
-        Poll::Ready(result.unwrap_or(Err(ConsumerError::Closed)))
+        Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
     /// Waits for the next message. Cancel-safe: a message that arrives for
@@ -264,6 +269,8 @@ impl Consumer {
     /// retry-letter topic too) whose subscription is given up for good (the
     /// topic was deleted, say) while others go on: the next call receives
     /// from the others. Once every one is given up, every call fails with it.
+    /// [`ConsumerError::TaskFailed`] if its task panicked (the stream then
+    /// yields that error, never a clean end);
     /// [`ConsumerError::Unreadable`] in place of a message this consumer
     /// cannot decode (encrypted, with [`CryptoFailureAction::Fail`], or
     /// compressed with an unknown codec): that message is not acked and
@@ -285,7 +292,7 @@ impl Consumer {
                     return result.map(Some);
                 }
                 Err(oneshot::error::TryRecvError::Empty) => return Ok(None),
-                Err(oneshot::error::TryRecvError::Closed) => return Err(ConsumerError::Closed),
+                Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
         self.ask(task::Command::TryReceive).await
@@ -379,10 +386,17 @@ impl Consumer {
     }
 
     /// Moves the subscription to message `id` (on a partitioned topic, that
-    /// id's partition).
+    /// id's partition; [`MessageId::EARLIEST`] and [`MessageId::LATEST`]
+    /// move every partition).
     ///
-    /// The broker then closes the consumer, which subscribes again at once:
-    /// messages queued before the seek are dropped.
+    /// Exact, as the official clients: once this returns, no message
+    /// queued or in flight before the seek reaches the application (the
+    /// consumer drops its queue and subscribes again at once), and reading
+    /// starts right after `id`, or at `id` with
+    /// [`seek_inclusive`](ConsumerBuilder::seek_inclusive). For a batch
+    /// member, the members before it never come: the seek marks them
+    /// acked when the batch's size is known (the batch last received),
+    /// and the consumer drops them on arrival in any case.
     ///
     /// # Errors
     /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
@@ -410,6 +424,12 @@ impl Consumer {
         self.ask(task::Command::LastMessageId).await
     }
 
+    /// Whether a message is there to read (see
+    /// [`Reader::has_message_available`]).
+    pub(crate) async fn has_message_available(&self) -> Result<bool, ConsumerError> {
+        self.ask(task::Command::HasMessageAvailable).await
+    }
+
     /// Whether this consumer is the active one of a Failover subscription
     /// (on any of its partitions); `None` until the broker said.
     pub fn is_active(&self) -> Option<bool> {
@@ -423,10 +443,7 @@ impl Consumer {
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed.
     pub async fn active_changed(&mut self) -> Result<bool, ConsumerError> {
-        self.activity
-            .changed()
-            .await
-            .map_err(|_| ConsumerError::Closed)?;
+        self.activity.changed().await.map_err(|_| self.gone())?;
         Ok(self.is_active().unwrap_or(false))
     }
 

@@ -97,6 +97,11 @@ impl<M> ReceiverQueue<M> {
         self.subscribed = false;
     }
 
+    /// The id of the oldest queued message.
+    pub(crate) fn front_id(&self) -> Option<MessageId> {
+        self.queue.front().map(|m| m.id)
+    }
+
     /// How many messages are queued.
     pub(crate) fn len(&self) -> usize {
         self.queue.len()

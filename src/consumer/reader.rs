@@ -1,11 +1,10 @@
 //! [`Reader`]: reads a topic from a given message id on a non-durable
 //! subscription of its own; nothing to acknowledge.
 
-use std::cmp::Ordering;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use futures::Stream;
 
@@ -45,7 +44,8 @@ impl ReaderBuilder {
         self
     }
 
-    /// Whether the message at the start id is read too (default false).
+    /// Whether the message at the start id (and at a
+    /// [`seek`](Reader::seek) target) is read too (default false).
     pub fn start_inclusive(mut self, inclusive: bool) -> Self {
         self.inclusive = inclusive;
         self
@@ -59,10 +59,11 @@ impl ReaderBuilder {
 
     /// Subscribes and starts reading.
     ///
-    /// The broker is asked to start at the start id's entry (a batch-member
-    /// id makes Apache Pulsar include the entry); messages before the start
-    /// (or at it, when not inclusive) are dropped here, as the Java client
-    /// does for batch members.
+    /// The broker is asked to start at the start id's entry; messages
+    /// before the start (or at it, when not inclusive) are dropped here, as
+    /// the Java client does for batch members. The reader keeps no state
+    /// per message: only, per partition, where it started and the last
+    /// message it handed out (where it resumes after a reconnect).
     ///
     /// # Errors
     /// [`ConsumerError::MultipleTopics`] for a start id (other than earliest
@@ -74,27 +75,21 @@ impl ReaderBuilder {
             .consumer
             .subscription_type(SubscriptionType::Exclusive)
             .durable(false)
+            .seek_inclusive(self.inclusive)
             .initial_position(if self.start == MessageId::EARLIEST {
                 InitialPosition::Earliest
             } else {
                 InitialPosition::Latest
             });
-        consumer.options.start_message_id = Some(if boundary {
-            self.start.with_batch_index(self.start.batch_index.max(0))
-        } else {
-            self.start
-        });
+        consumer.options.start_message_id = Some(self.start);
+        consumer.delivery.track_messages = false;
         let consumer = consumer.subscribe().await?;
         if boundary && consumer.topics().len() > 1 {
             let count = consumer.topics().len();
             let _ = consumer.close().await;
             return Err(ConsumerError::MultipleTopics { count });
         }
-        Ok(Reader {
-            consumer,
-            start: boundary.then_some((self.start, self.inclusive)),
-            last: None,
-        })
+        Ok(Reader { consumer })
     }
 }
 
@@ -103,52 +98,49 @@ impl ReaderBuilder {
 #[derive(Debug)]
 pub struct Reader {
     consumer: Consumer,
-    start: Option<(MessageId, bool)>,
-    last: Option<MessageId>,
-}
-
-/// Orders ids of one partition by ledger, entry, batch index.
-fn position(id: MessageId) -> (u64, u64, i32) {
-    (id.ledger_id, id.entry_id, id.batch_index)
-}
-
-/// Whether `id` is at or after `start` (after it only, unless
-/// `inclusive`). A whole-entry start covers the entry's batch members.
-fn from_start(start: MessageId, inclusive: bool, id: MessageId) -> bool {
-    let ord = if start.is_batch_member() {
-        position(id).cmp(&position(start))
-    } else {
-        (id.ledger_id, id.entry_id).cmp(&(start.ledger_id, start.entry_id))
-    };
-    ord == Ordering::Greater || (inclusive && ord == Ordering::Equal)
 }
 
 impl Reader {
-    fn wanted(&self, id: MessageId) -> bool {
-        if self.last.is_some_and(|last| position(id) <= position(last)) {
-            return false; // read already (the broker may resend after a reconnect)
-        }
-        self.start
-            .is_none_or(|(start, inclusive)| from_start(start, inclusive, id))
-    }
-
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<Message, ConsumerError>> {
-        loop {
-            let message = ready!(Pin::new(&mut self.consumer).poll_next(cx))
-                .unwrap_or(Err(ConsumerError::Closed))?;
-            if self.wanted(message.0.id) {
-                self.last = Some(message.0.id);
-                return Poll::Ready(Ok(message));
-            }
-        }
-    }
-
     /// Waits for the next message.
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the reader is closed.
     pub async fn read_next(&mut self) -> Result<Message, ConsumerError> {
-        std::future::poll_fn(|cx| self.poll_read(cx)).await
+        self.consumer.receive().await
+    }
+
+    /// Moves the reader to message `id`: the next message read is the one
+    /// after it (or `id` itself, with
+    /// [`start_inclusive`](ReaderBuilder::start_inclusive)), and nothing
+    /// queued before the seek is read. [`MessageId::EARLIEST`] and
+    /// [`MessageId::LATEST`] move every partition; another id moves the
+    /// partition it names (on a partitioned topic, the others keep their
+    /// place, as Java's multi-topic reader does).
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
+    pub async fn seek(&self, id: MessageId) -> Result<(), ConsumerError> {
+        self.consumer.seek(id).await
+    }
+
+    /// Moves every partition to its first message published at or after
+    /// `publish_time_ms` (ms since the Unix epoch).
+    ///
+    /// # Errors
+    /// As [`seek`](Self::seek).
+    pub async fn seek_to_time(&self, publish_time_ms: u64) -> Result<(), ConsumerError> {
+        self.consumer.seek_to_time(publish_time_ms).await
+    }
+
+    /// Whether a message is there to read: one is queued here, or the
+    /// broker holds one (of any partition) after the last one read (at or
+    /// after the start, before the first read). Asks the broker for each
+    /// partition's last message id, as Java's `hasMessageAvailable` does.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
+    pub async fn has_message_available(&self) -> Result<bool, ConsumerError> {
+        self.consumer.has_message_available().await
     }
 
     /// The topics (partitions) read.
@@ -169,10 +161,7 @@ impl Stream for Reader {
     type Item = Result<Message, ConsumerError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match ready!(self.poll_read(cx)) {
-            Err(ConsumerError::Closed) => Poll::Ready(None),
-            other => Poll::Ready(Some(other)),
-        }
+        Pin::new(&mut self.consumer).poll_next(cx)
     }
 }
 
@@ -189,29 +178,5 @@ impl Client {
             start: MessageId::LATEST,
             inclusive: false,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use super::from_start as wanted;
-
-    #[test]
-    fn the_start_is_kept_only_when_inclusive() {
-        let e = MessageId::new(1, 5);
-        assert!(wanted(e, true, e));
-        assert!(!wanted(e, false, e));
-        assert!(
-            !wanted(e, false, e.with_batch_index(2)),
-            "an entry start covers its members"
-        );
-        assert!(wanted(e, false, MessageId::new(1, 6)));
-        let m = e.with_batch_index(1);
-        assert!(!wanted(m, true, e.with_batch_index(0)));
-        assert!(wanted(m, true, m));
-        assert!(!wanted(m, false, m));
-        assert!(wanted(m, false, e.with_batch_index(2)));
     }
 }

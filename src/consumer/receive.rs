@@ -282,9 +282,11 @@ impl Entry<'_> {
             event_time: nonzero(s.event_time),
             publish_time: self.metadata.publish_time,
             producer_name: self.producer_name.clone(),
-            sequence_id: s
-                .sequence_id
-                .unwrap_or(self.metadata.sequence_id + index as u64),
+            sequence_id: s.sequence_id.unwrap_or(
+                self.metadata
+                    .sequence_id
+                    .saturating_add(u64::from(index.unsigned_abs())),
+            ),
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
             batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),

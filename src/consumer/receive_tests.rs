@@ -297,3 +297,16 @@ fn an_unknown_codec_is_unreadable_whatever_the_crypto_action() {
         assert_eq!(m.encryption_context(), None);
     }
 }
+
+#[test]
+fn a_batch_at_the_last_sequence_id_saturates_instead_of_panicking() {
+    let t = topic();
+    let (meta, data) = batch(3);
+    let meta = MessageMetadata {
+        sequence_id: u64::MAX - 1,
+        ..meta
+    };
+    let unpacked = run(&t, &[], payload(meta, data)).expect("unpacks");
+    let ids: Vec<u64> = unpacked.messages.iter().map(|m| m.0.sequence_id).collect();
+    assert_eq!(ids, [u64::MAX - 1, u64::MAX, u64::MAX]);
+}

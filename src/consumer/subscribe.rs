@@ -52,6 +52,8 @@ pub(crate) struct SubscribeOptions {
     pub(crate) priority_level: Option<i32>,
     /// For a reader: the id it starts at.
     pub(crate) start_message_id: Option<MessageId>,
+    /// Whether the message at a start or seek id is delivered too.
+    pub(crate) start_inclusive: bool,
 }
 
 impl SubscribeOptions {
@@ -118,12 +120,23 @@ impl SubscribeOptions {
             consumer_name: self.consumer_name.clone(),
             priority_level: self.priority_level,
             durable: Some(self.durable),
-            start_message_id: self.start_message_id.map(|id| id.to_proto()),
+            start_message_id: self.start_message_id.map(|id| wire_start(id).to_proto()),
             initial_position: Some(position as i32),
             key_shared_meta,
             consumer_epoch,
             ..proto::CommandSubscribe::default()
         }
+    }
+}
+
+/// The start id as sent: a message id goes as a batch member (index 0 for
+/// a whole entry), which makes brokers include its entry; the consumer
+/// then drops what is before the start (see `position.rs`).
+fn wire_start(id: MessageId) -> MessageId {
+    if id == MessageId::EARLIEST || id == MessageId::LATEST {
+        id
+    } else {
+        id.with_batch_index(id.batch_index.max(0))
     }
 }
 

@@ -186,7 +186,8 @@ impl<T> Batcher<T> {
 
     /// When the open batch must go at the latest (arm one timer for it).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.opened_at.map(|t| t + self.config.max_delay)
+        self.opened_at
+            .map(|t| crate::clock::after(t, self.config.max_delay))
     }
 
     /// Seals the open batch if its deadline has passed.

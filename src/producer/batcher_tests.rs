@@ -189,3 +189,16 @@ fn drain_returns_every_held_token() {
     assert_eq!(b.len(), 0);
     assert!(b.poll_ready().is_none() && b.next_deadline().is_none());
 }
+
+#[test]
+fn a_linger_of_duration_max_never_overflows() {
+    let t0 = crate::clock::now();
+    let mut b = batcher(BatchConfig {
+        max_delay: Duration::MAX,
+        ..BatchConfig::default()
+    });
+    b.push(t0, 0, 0, &ProducerMessage::new("a"), 0);
+    assert!(b.next_deadline().is_some_and(|d| d > t0 + ms(3_600_000)));
+    b.on_tick(t0 + ms(3_600_000));
+    assert_eq!(b.len(), 1, "still open");
+}

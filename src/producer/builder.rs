@@ -261,7 +261,7 @@ impl ProducerBuilder {
             .collect();
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
-        let switch = batch.enabled.then(|| batch.max_delay * 10);
+        let switch = batch.enabled.then(|| batch.max_delay.saturating_mul(10));
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
         let (memory, limit) = self.client.memory();
         Ok(Producer::new(

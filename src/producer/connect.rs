@@ -85,7 +85,7 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         topic: topic.to_owned(),
         name: success.producer_name,
         partition: recipe.partition,
-        next_sequence: u64::try_from(last + 1).unwrap_or(0),
+        next_sequence: u64::try_from(last).map_or(0, |last| last.saturating_add(1)),
         events,
     })
 }

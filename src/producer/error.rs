@@ -116,8 +116,24 @@ pub enum ProducerError {
         /// The kind of answer.
         got: &'static str,
     },
+    /// The broker dropped the send as a duplicate: deduplication is on and
+    /// it has already stored a message with this sequence id from this
+    /// producer name, so this one was not stored again (and has no
+    /// message id of its own).
+    #[error("{topic}: the broker dropped the send with sequence id {sequence_id} as a duplicate")]
+    Duplicate {
+        /// The topic (partition).
+        topic: String,
+        /// The sequence id of the SEND (a batch's first message).
+        sequence_id: u64,
+    },
     /// The producer was closed (by [`close`](super::Producer::close) or
     /// because every handle was dropped).
     #[error("producer closed")]
     Closed,
+    /// The producer's task stopped without being closed: it panicked (a
+    /// bug; the panic is in the log). The send's outcome is unknown; no
+    /// receipt will come.
+    #[error("the producer's task stopped unexpectedly (it panicked)")]
+    TaskFailed,
 }

@@ -42,12 +42,15 @@ mod pending;
 mod routing;
 mod task;
 
+#[cfg(test)]
+mod handle_tests;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 pub use builder::{AccessMode, ProducerBuilder};
 pub use error::ProducerError;
@@ -80,7 +83,7 @@ pub struct Producer {
 struct Inner {
     topic: String,
     names: Vec<String>,
-    lanes: Vec<mpsc::Sender<Cmd>>,
+    lanes: Vec<task::Lane>,
     router: Mutex<Router>,
     /// The client's memory budget, its size, and what to do when it is used up.
     memory: (Arc<Semaphore>, usize, WhenFull),
@@ -90,7 +93,7 @@ impl Producer {
     fn new(
         topic: String,
         names: Vec<String>,
-        lanes: Vec<mpsc::Sender<Cmd>>,
+        lanes: Vec<task::Lane>,
         router: Router,
         memory: (Arc<Semaphore>, usize, WhenFull),
     ) -> Self {
@@ -182,11 +185,15 @@ impl Producer {
         };
         let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
-        self.inner.lanes[lane]
+        let lane = &self.inner.lanes[lane];
+        lane.tx
             .send(Cmd::Send { msg, reply, permit })
             .await
-            .map_err(|_| ProducerError::Closed)?;
-        Ok(SendReceipt { receipt })
+            .map_err(|_| task::gone(&lane.ended))?;
+        Ok(SendReceipt {
+            receipt,
+            ended: lane.ended.clone(),
+        })
     }
 
     /// Sends every batched message now and waits until all messages queued
@@ -215,13 +222,13 @@ impl Producer {
         let mut answers = Vec::with_capacity(self.inner.lanes.len());
         for lane in &self.inner.lanes {
             let (done, answer) = oneshot::channel();
-            if lane.send(cmd(done)).await.is_err() {
-                return Err(ProducerError::Closed);
+            if lane.tx.send(cmd(done)).await.is_err() {
+                return Err(task::gone(&lane.ended));
             }
-            answers.push(answer);
+            answers.push((answer, &lane.ended));
         }
-        for answer in answers {
-            answer.await.map_err(|_| ProducerError::Closed)??;
+        for (answer, ended) in answers {
+            answer.await.map_err(|_| task::gone(ended))??;
         }
         Ok(())
     }
@@ -244,6 +251,8 @@ impl Producer {
 #[must_use = "a receipt tells whether the message was stored"]
 pub struct SendReceipt {
     receipt: oneshot::Receiver<Result<MessageId, ProducerError>>,
+    /// Whether its partition's task stopped as asked (see `task::Lane`).
+    ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Future for SendReceipt {
@@ -252,6 +261,6 @@ impl Future for SendReceipt {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.receipt)
             .poll(cx)
-            .map(|r| r.unwrap_or(Err(ProducerError::Closed)))
+            .map(|r| r.unwrap_or_else(|_| Err(task::gone(&self.ended))))
     }
 }

@@ -187,7 +187,9 @@ impl<T, S> Pending<T, S> {
 
     /// When the oldest send times out, given the send timeout.
     pub(crate) fn next_deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.queue.front().map(|e| e.sent_at + timeout)
+        self.queue
+            .front()
+            .map(|e| crate::clock::after(e.sent_at, timeout))
     }
 
     /// If the oldest send has waited `timeout` at `now`, fails *every* send
@@ -306,6 +308,18 @@ mod tests {
             p.on_send_error(0),
             Err(ReceiptError::Stale { .. })
         ));
+    }
+
+    #[test]
+    fn a_send_timeout_of_duration_max_never_overflows() {
+        let t0 = crate::clock::now();
+        let mut p = Pending::default();
+        p.push(t0, 0, 0, false, 1, vec![1], ());
+        assert!(p.next_deadline(Duration::MAX).is_some_and(|d| d > t0));
+        assert!(
+            p.expire(t0 + Duration::from_secs(3600), Duration::MAX)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! sends keep queueing (bounded by the send timeout), then writes every
 //! unconfirmed entry again, in order, with its original sequence ids.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
@@ -94,9 +96,27 @@ struct Driver {
     dead: Option<ProducerError>,
 }
 
-/// Spawns the driver of `created`; returns the channel its handle sends on.
-pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) -> mpsc::Sender<Cmd> {
-    let (tx, rx) = mpsc::channel(1024);
+/// A partition's task, as its handle sees it: the channel it sends on,
+/// and whether the task stopped as asked (set) or panicked (unset once
+/// the channel is gone).
+#[derive(Debug, Clone)]
+pub(crate) struct Lane {
+    pub(crate) tx: mpsc::Sender<Cmd>,
+    pub(crate) ended: Arc<AtomicBool>,
+}
+
+/// Why a task is gone: closed as asked, or it panicked.
+pub(crate) fn gone(ended: &AtomicBool) -> ProducerError {
+    if ended.load(Ordering::Acquire) {
+        ProducerError::Closed
+    } else {
+        ProducerError::TaskFailed
+    }
+}
+
+/// Spawns the driver of `created`; returns the lane its handle sends on.
+pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) -> Lane {
+    let (tx, mut rx) = mpsc::channel(1024);
     let span = info_span!("producer", topic = %created.topic, name = %created.name);
     // Reconnects ask for the name the broker gave.
     recipe.name = Some(created.name.clone());
@@ -114,8 +134,16 @@ pub(crate) fn spawn(created: Created, mut recipe: Recipe, settings: Settings) ->
         closing: None,
         dead: None,
     };
-    tokio::spawn(driver.run(rx).instrument(span));
-    tx
+    let ended = Arc::new(AtomicBool::new(false));
+    let flag = ended.clone();
+    let task = async move {
+        driver.run(&mut rx).await;
+        // Before the channel goes: a handle that finds it gone sees the flag.
+        flag.store(true, Ordering::Release);
+        drop(rx);
+    };
+    tokio::spawn(task.instrument(span));
+    Lane { tx, ended }
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -126,7 +154,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 impl Driver {
-    async fn run(mut self, mut cmds: mpsc::Receiver<Cmd>) {
+    async fn run(mut self, cmds: &mut mpsc::Receiver<Cmd>) {
         loop {
             let full = self.budget.messages() >= self.settings.max_pending_messages;
             if full && self.batcher.len() > 0 {
@@ -255,6 +283,10 @@ impl Driver {
                 message_id,
                 ..
             } => {
+                // A broker with deduplication on answers a sequence id it
+                // has seen with the position (-1, -1): nothing was stored.
+                let duplicate =
+                    message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
                 let id = message_id
                     .unwrap_or(MessageId::new(0, 0))
                     .with_partition(self.p.partition);
@@ -272,7 +304,15 @@ impl Driver {
                         };
                         for (waiter, own) in resolved {
                             self.budget.release(1, waiter.bytes);
-                            let _ = waiter.reply.send(Ok(chunked.unwrap_or(own)));
+                            let answer = if duplicate {
+                                Err(ProducerError::Duplicate {
+                                    topic: self.p.topic.clone(),
+                                    sequence_id: sequence_id.0,
+                                })
+                            } else {
+                                Ok(chunked.unwrap_or(own))
+                            };
+                            let _ = waiter.reply.send(answer);
                         }
                     }
                     Err(ReceiptError::Stale { got, .. }) => {

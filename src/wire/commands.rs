@@ -237,10 +237,20 @@ pub enum SeekTarget {
     PublishTime(u64),
 }
 
-/// SEEK.
-pub fn seek(consumer: ConsumerId, request: RequestId, target: SeekTarget) -> BaseCommand {
+/// SEEK. For a message id, `ack_set` (bit `i` set: member `i` unacked)
+/// marks the members of its batch before it as acked; empty for none.
+pub fn seek(
+    consumer: ConsumerId,
+    request: RequestId,
+    target: SeekTarget,
+    ack_set: Vec<i64>,
+) -> BaseCommand {
     let (message_id, message_publish_time) = match target {
-        SeekTarget::MessageId(id) => (Some(id.to_proto()), None),
+        SeekTarget::MessageId(id) => {
+            let mut data = id.to_proto();
+            data.ack_set = ack_set;
+            (Some(data), None)
+        }
         SeekTarget::PublishTime(t) => (None, Some(t)),
     };
     BaseCommand {

@@ -151,6 +151,7 @@ fn client_command() -> impl Strategy<Value = BaseCommand> {
                 ConsumerId(c),
                 RequestId(r),
                 commands::SeekTarget::PublishTime(t),
+                Vec::new(),
             )
         }),
         ids.prop_map(|(c, r)| commands::unsubscribe(ConsumerId(c), RequestId(r))),

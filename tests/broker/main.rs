@@ -7,6 +7,7 @@ mod common;
 mod auth;
 mod client;
 mod consume;
+mod deduplication;
 mod produce;
 mod raw_reader;
 mod resilience;

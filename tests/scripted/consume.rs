@@ -19,12 +19,16 @@ use crate::common::{guard, init_tracing};
 
 #[path = "consume_acks.rs"]
 mod acks;
+#[path = "consume_edges.rs"]
+mod edges;
 #[path = "consume_lifecycle.rs"]
 mod lifecycle;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
 #[path = "consume_rewind.rs"]
 mod rewind;
+#[path = "consume_seek.rs"]
+mod seek;
 
 pub(super) const SERVICE: &str = "svc:6650";
 pub(super) const TOPIC: &str = "persistent://public/default/scripted";
@@ -43,19 +47,34 @@ pub(super) async fn subscribed_with(
     net: &FakeNetwork,
     setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
 ) -> (Consumer, FakeBroker, u64) {
+    let (_, consumer, broker, id) = subscribed_client(net, setup).await;
+    (consumer, broker, id)
+}
+
+/// A client of the scripted broker at `SERVICE` (which must be answering).
+pub(super) async fn scripted_client(net: &FakeNetwork) -> Client {
+    Client::builder()
+        .service_url(format!("pulsar://{SERVICE}"))
+        .connector(net.clone())
+        .build()
+        .await
+        .expect("client")
+}
+
+/// As [`subscribed_with`], also returning the consumer's client.
+pub(super) async fn subscribed_client(
+    net: &FakeNetwork,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
+) -> (Client, Consumer, FakeBroker, u64) {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     let connect = async {
-        let client = Client::builder()
-            .service_url(format!("pulsar://{SERVICE}"))
-            .connector(net.clone())
-            .build()
-            .await
-            .expect("client");
-        setup(client.consumer(TOPIC, "sub"))
+        let client = scripted_client(net).await;
+        let consumer = setup(client.consumer(TOPIC, "sub"))
             .subscribe()
             .await
-            .expect("subscribe")
+            .expect("subscribe");
+        (client, consumer)
     };
     let script = async {
         let mut broker = svc.accept().await;
@@ -65,8 +84,8 @@ pub(super) async fn subscribed_with(
         let id = attach(&mut broker).await;
         (broker, id)
     };
-    let (consumer, (broker, id)) = tokio::join!(connect, script);
-    (consumer, broker, id)
+    let ((client, consumer), (broker, id)) = tokio::join!(connect, script);
+    (client, consumer, broker, id)
 }
 
 /// Answers LOOKUP and SUBSCRIBE, expects the first FLOW; returns the consumer id.

@@ -20,6 +20,8 @@ use pulsar_wire::proto::{self, BaseCommand, ServerError};
 use crate::common::fake_broker::{FakeBroker, FakeListener, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "produce_edges.rs"]
+mod edges;
 #[path = "produce_reconnect.rs"]
 mod reconnect;
 

@@ -1,6 +1,7 @@
 //! `pulsar-wire consume`: receive messages, apply an outcome to each (ack,
 //! nack or nothing) and print one JSON line per message.
 
+use std::future::Future;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -157,26 +158,39 @@ async fn consume(consumer: &mut Consumer, args: &Args) -> Result<(), BoxError> {
             _ = &mut ctrl_c => break,
         };
         let applied = match (args.retry_later_ms, args.outcome) {
-            (Some(ms), _) => {
-                consumer
-                    .reconsume_later(&msg, Duration::from_millis(ms))
-                    .await?;
-                "retry_later"
-            }
-            (None, Outcome::Ack) => {
-                consumer.ack(&msg).await?;
-                "ack"
-            }
-            (None, Outcome::Nack) => {
-                consumer.nack(&msg)?;
-                "nack"
-            }
+            (Some(_), _) => "retry_later",
+            (None, Outcome::Ack) => "ack",
+            (None, Outcome::Nack) => "nack",
             (None, Outcome::None) => "none",
         };
-        crate::print_json(&message_line(&msg, applied))?;
+        let apply = async {
+            match (args.retry_later_ms, args.outcome) {
+                (Some(ms), _) => {
+                    consumer
+                        .reconsume_later(&msg, Duration::from_millis(ms))
+                        .await?;
+                }
+                (None, Outcome::Ack) => consumer.ack(&msg).await?,
+                (None, Outcome::Nack) => consumer.nack(&msg)?,
+                (None, Outcome::None) => {}
+            }
+            Ok(())
+        };
+        print_then(|| crate::print_json(&message_line(&msg, applied)), apply).await?;
         seen += 1;
     }
     Ok(())
+}
+
+/// Prints a message's line, then applies its outcome: the output is where
+/// the message goes, so a line is never lost to a crash (or a failed ack)
+/// between the two; at worst a message is printed and comes again.
+async fn print_then(
+    print: impl FnOnce() -> Result<(), BoxError>,
+    apply: impl Future<Output = Result<(), BoxError>>,
+) -> Result<(), BoxError> {
+    print()?;
+    apply.await
 }
 
 /// One message as a JSON line: the payload as text when it is UTF-8,
@@ -201,4 +215,36 @@ pub(crate) fn message_line(msg: &Message, outcome: &str) -> serde_json::Value {
     }
     line["outcome"] = outcome.into();
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_line_is_printed_before_the_outcome_is_applied() {
+        let events = RefCell::new(Vec::new());
+        let failed = print_then(
+            || {
+                events.borrow_mut().push("printed");
+                Ok(())
+            },
+            async {
+                events.borrow_mut().push("acked");
+                Err("the ack failed".into())
+            },
+        )
+        .await;
+        assert!(failed.is_err());
+        assert_eq!(*events.borrow(), ["printed", "acked"]);
+        let not_printed = print_then(|| Err("stdout closed".into()), async {
+            events.borrow_mut().push("acked without a line");
+            Ok(())
+        })
+        .await;
+        assert!(not_printed.is_err());
+        assert_eq!(events.borrow().len(), 2, "no ack for a line not printed");
+    }
 }

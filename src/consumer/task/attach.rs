@@ -11,8 +11,9 @@
 //! is open. Only a final refusal (topic or subscription gone, not allowed)
 //! gives a partition up: the next receiver gets [`ConsumerError::Lost`]
 //! for it once, and once all are given up, every receiver does. A
-//! SUBSCRIBE that times out is followed by CLOSE_CONSUMER for its id, so a
-//! late success holds nothing on the broker.
+//! SUBSCRIBE that times out, or whose `subscribe()` is dropped half-way, is
+//! followed by CLOSE_CONSUMER for its id (and a dropped `subscribe()` closes
+//! what it already made), so a late success holds nothing on the broker.
 
 use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
 use super::*;
@@ -64,6 +65,12 @@ async fn subscribe_on(
     conn.register_consumer(id, tx)
         .await
         .map_err(request_failed)?;
+    // Armed while the SUBSCRIBE may still succeed on the broker unseen:
+    // after a timeout, or when this future is dropped half-way.
+    let mut orphan = OrphanGuard {
+        conn: Some(conn.clone()),
+        id,
+    };
     let answer = conn
         .request("SUBSCRIBE", |request| {
             commands::subscribe(options.body(name, id, request, Some(epoch)))
@@ -71,7 +78,9 @@ async fn subscribe_on(
         .await;
     match answer {
         Ok(Response::Success(_)) => {}
+        Err(e @ ConnectionError::Timeout { .. }) => return Err(request_failed(e)),
         Ok(other) => {
+            orphan.conn = None;
             conn.unregister_consumer(id).await;
             return Err(ConsumerError::UnexpectedResponse {
                 op: "SUBSCRIBE",
@@ -80,19 +89,55 @@ async fn subscribe_on(
             });
         }
         Err(e) => {
-            if matches!(e, ConnectionError::Timeout { .. }) {
-                // The broker may still make it: close it (after the late
-                // SUBSCRIBE, on the same connection) so it holds nothing,
-                // an Exclusive subscription least of all.
-                tokio::spawn(async move { close_orphan(&conn, id).await });
-            } else {
-                conn.unregister_consumer(id).await;
-            }
+            orphan.conn = None;
+            conn.unregister_consumer(id).await;
             return Err(request_failed(e));
         }
     }
+    orphan.conn = None;
     debug!(topic = name, consumer = id.0, "subscribed");
     Ok((conn, id, rx))
+}
+
+/// The subscriptions a `subscribe()` made so far: closed in the background
+/// if it is dropped before it finished (emptied once it did).
+struct SubscribedGuard(Vec<(Connection, ConsumerId)>);
+
+impl Drop for SubscribedGuard {
+    fn drop(&mut self) {
+        let made = std::mem::take(&mut self.0);
+        if made.is_empty() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for (conn, id) in made {
+                    close_orphan(&conn, id).await;
+                }
+            });
+        }
+    }
+}
+
+/// A subscription the broker may make without the consumer knowing (its
+/// SUBSCRIBE timed out, or its caller went away): while armed (`conn` set),
+/// dropping it closes consumer `id` on `conn` in the background, after the
+/// late SUBSCRIBE on the same connection, so it holds nothing on the broker
+/// (an Exclusive subscription least of all).
+struct OrphanGuard {
+    conn: Option<Connection>,
+    id: ConsumerId,
+}
+
+impl Drop for OrphanGuard {
+    fn drop(&mut self) {
+        let (Some(conn), id) = (self.conn.take(), self.id) else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { close_orphan(&conn, id).await });
+        }
+    }
 }
 
 impl Driver {
@@ -118,6 +163,8 @@ impl Driver {
             acks_landed,
             lost_reports: VecDeque::new(),
         };
+        // If this future is dropped half-way, what it subscribed is closed.
+        let mut made = SubscribedGuard(Vec::new());
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
             let name: Arc<str> = topic.as_str().into();
@@ -131,8 +178,17 @@ impl Driver {
                     conn,
                     id,
                     generation: 0,
+                    position: Position::new(
+                        driver.settings.options.start_message_id,
+                        driver.settings.options.start_inclusive,
+                        !core.config().track_messages,
+                    ),
+                    chunks: if core.config().track_messages {
+                        ChunkAssembler::new(driver.settings.chunks)
+                    } else {
+                        ChunkAssembler::forgetting(driver.settings.chunks)
+                    },
                     core,
-                    chunks: ChunkAssembler::new(driver.settings.chunks),
                     grouped: Vec::new(),
                     flush_at: None,
                     acks: Default::default(),
@@ -141,14 +197,18 @@ impl Driver {
                     lost: false,
                 }),
                 Err(e) => {
+                    made.0.clear();
                     driver.close_all().await;
                     return Err(e);
                 }
             }
+            let sub = &driver.subs[index];
+            made.0.push((sub.conn.clone(), sub.id));
             let now = clock::now();
             driver.subs[index].core.on_subscribed(now);
             driver.run_actions(index).await;
         }
+        made.0.clear();
         Ok(driver)
     }
 
@@ -181,7 +241,13 @@ impl Driver {
         generation: u64,
         mut rx: mpsc::UnboundedReceiver<ConsumerEvent>,
     ) {
+        // A mailbox that ends without a word (the connection's task
+        // panicked) ends as a lost connection: the partition subscribes
+        // again instead of waiting forever. After a reconnect or a seek the
+        // generation has moved on and this is ignored.
+        let ended = ConsumerEvent::ConnectionLost(ConnectionError::Closed);
         let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+            .chain(futures::stream::once(std::future::ready(ended)))
             .map(move |event| (index, generation, event));
         self.events.push(Box::pin(stream));
     }
@@ -193,6 +259,8 @@ impl Driver {
     /// the broker named one.
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
+        let durable = self.settings.options.durable;
+        sub.position.on_reconnect(sub.core.first_queued(), durable);
         sub.core.on_reconnect();
         sub.chunks.restart();
         sub.generation += 1;
@@ -228,7 +296,8 @@ impl Driver {
             .or_default()
             .next_delay();
         self.resubscribes.last_delay.insert(index, delay);
-        let (client, options) = (self.settings.client.clone(), self.settings.options.clone());
+        let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
+        options.start_message_id = sub.position.start_id().or(options.start_message_id);
         let (topic, generation, epoch) =
             (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");
@@ -309,7 +378,7 @@ impl Driver {
         op: &'static str,
     ) -> Result<(), ConsumerError> {
         let after = self.settings.client.operation_timeout();
-        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
         loop {
             let waiting = (0..self.subs.len())
                 .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);

@@ -57,7 +57,8 @@ impl Driver {
                         .filter(|_| kind == AckType::Individual && ack_set_is_none)
                     {
                         sub.grouped.extend(ids);
-                        sub.flush_at.get_or_insert_with(|| clock::now() + group);
+                        sub.flush_at
+                            .get_or_insert_with(|| clock::after(clock::now(), group));
                         Ok(())
                     } else {
                         conn.send_control(commands::ack(id, ids, kind, None)).await
@@ -122,19 +123,64 @@ impl Driver {
         Ok(out)
     }
 
+    /// Moves the subscription of every partition `target` names (a
+    /// message id names its own partition; earliest, latest and a publish
+    /// time name all). Once the broker has moved it, each such partition
+    /// drops what it queued and subscribes again (see [`Self::restart_at`]).
     pub(super) async fn seek(&mut self, target: SeekTarget) -> Result<(), ConsumerError> {
+        self.settle_resubscribes("SEEK").await?;
         let single = self.subs.len() == 1;
-        let which = |s: &Sub| match target {
-            SeekTarget::MessageId(id) => single || id.partition == s.partition,
-            SeekTarget::PublishTime(_) => true,
-        };
-        self.request_each("SEEK", which, |c, r| commands::seek(c, r, target))
-            .await?;
-        // A seek brings acked messages back on purpose.
-        for sub in self.subs.iter_mut().filter(|s| which(s)) {
-            sub.core.on_seek();
+        for index in 0..self.subs.len() {
+            let boundary = match target {
+                SeekTarget::MessageId(id) => {
+                    let everywhere = id == MessageId::EARLIEST || id == MessageId::LATEST;
+                    if !(single || everywhere || id.partition == self.subs[index].partition) {
+                        continue;
+                    }
+                    Some(id)
+                }
+                SeekTarget::PublishTime(_) => None,
+            };
+            // Earliest goes as the publish time 0: the same position, and
+            // pulsar-lite drops the connection on a SEEK to (-1, -1).
+            let sent = match target {
+                SeekTarget::MessageId(MessageId::EARLIEST) => SeekTarget::PublishTime(0),
+                other => other,
+            };
+            self.flush_acks(index).await;
+            let sub = &self.subs[index];
+            let ack_set = boundary.map_or_else(Vec::new, |id| sub.position.seek_ack_set(id));
+            sub.conn
+                .request("SEEK", |r| commands::seek(sub.id, r, sent, ack_set))
+                .await
+                .map_err(|source| ConsumerError::Request {
+                    op: "SEEK",
+                    topic: sub.name.to_string(),
+                    source,
+                })?;
+            // A seek brings acked messages back on purpose.
+            self.subs[index].core.on_seek();
+            self.restart_at(index, boundary).await;
         }
         Ok(())
+    }
+
+    /// After a seek of sub `index` (to `boundary`, or to a publish time):
+    /// nothing queued or still in flight from before it may reach the
+    /// application. Apache Pulsar closes the consumer after a seek (and
+    /// removes a non-durable subscription with it), pulsar-lite keeps it
+    /// attached; either way this consumer id is closed and the partition
+    /// subscribes again at once, from the new position, with its queue
+    /// dropped and the old consumer's messages ignored.
+    async fn restart_at(&mut self, index: usize, boundary: Option<MessageId>) {
+        let inclusive = self.settings.options.start_inclusive;
+        let sub = &mut self.subs[index];
+        sub.position.seek(boundary, inclusive);
+        let (conn, id) = (sub.conn.clone(), sub.id);
+        let _ = conn
+            .request("CLOSE_CONSUMER", |r| commands::close_consumer(id, r))
+            .await;
+        self.reconnect(index, None).await;
     }
 
     pub(super) async fn last_message_id(&mut self) -> Result<MessageId, ConsumerError> {
@@ -161,6 +207,34 @@ impl Driver {
                 got: other.map_or("nothing", |r| r.kind()),
             }),
         }
+    }
+
+    /// Whether a message is queued, or the broker holds one after what
+    /// each partition handed out.
+    pub(super) async fn has_message_available(&mut self) -> Result<bool, ConsumerError> {
+        if self.subs.iter().any(|s| s.core.queued() > 0) {
+            return Ok(true);
+        }
+        let op = "GET_LAST_MESSAGE_ID";
+        let answers = self
+            .request_each(op, |_| true, commands::get_last_message_id)
+            .await?;
+        for (sub, answer) in self.subs.iter().zip(answers) {
+            let Response::GetLastMessageIdResponse(r) = answer else {
+                return Err(ConsumerError::UnexpectedResponse {
+                    op,
+                    topic: sub.name.to_string(),
+                    got: answer.kind(),
+                });
+            };
+            if sub
+                .position
+                .has_more(MessageId::from_proto(&r.last_message_id))
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     pub(super) async fn unsubscribe(&mut self) -> Result<(), ConsumerError> {

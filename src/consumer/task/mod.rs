@@ -29,6 +29,7 @@ use tracing::{debug, info, trace, warn};
 use super::chunks::{self, ChunkAssembler, ChunkLimits};
 use super::consumer_error::ConsumerError;
 use super::message::Message;
+use super::position::Position;
 use super::receive::{self, Delivery};
 use super::subscribe::SubscribeOptions;
 use super::{Acked, Action, ConsumerCore, CoreConfig, CoreError, Incoming};
@@ -73,6 +74,8 @@ pub(crate) enum Command {
     Seek(SeekTarget, Reply<()>),
     /// The id of the last message of the (single) topic.
     LastMessageId(Reply<MessageId>),
+    /// Whether a message is there to read (see `Reader::has_message_available`).
+    HasMessageAvailable(Reply<bool>),
     /// Delete the subscription, then stop.
     Unsubscribe(Reply<()>),
     /// Close the consumer, then stop.
@@ -92,6 +95,9 @@ struct Sub {
     /// Bumped per subscribe, so events from an older mailbox are ignored.
     generation: u64,
     core: ConsumerCore<Message>,
+    /// Where its messages start (a reader's start, a seek), and the last
+    /// one handed out (where a non-durable subscription resumes).
+    position: Position,
     /// Chunks of messages being assembled, and the chunk ids of those
     /// handed out.
     chunks: ChunkAssembler,
@@ -159,9 +165,21 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
+    /// The task: its loop, then `ended` set, so a handle that finds the
+    /// task gone can tell a close (the flag set) from a panic (not set).
+    /// The handle's queue lives until the flag is set.
+    pub(crate) async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        ended: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        self.serve_until_stopped(&mut commands).await;
+        ended.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The task's loop; ends after Close or Unsubscribe, or when every
     /// handle is gone (then it closes the consumer).
-    pub(crate) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+    async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
         // One timer for the task's life, moved only when the earliest
         // deadline changes: a fresh `Sleep` per loop turn registered and
         // removed a timer-wheel entry for every message.
@@ -274,6 +292,9 @@ impl Driver {
             }
             Command::LastMessageId(reply) => {
                 let _ = reply.send(self.last_message_id().await);
+            }
+            Command::HasMessageAvailable(reply) => {
+                let _ = reply.send(self.has_message_available().await);
             }
             Command::Unsubscribe(reply) => {
                 let result = self.unsubscribe().await;
@@ -434,6 +455,9 @@ impl Driver {
         for k in 0..n {
             let index = (self.next_sub + k) % n;
             if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
+                self.subs[index]
+                    .position
+                    .handed_out(incoming.id, incoming.batch_size);
                 self.next_sub = (index + 1) % n;
                 self.run_actions(index).await;
                 let message = incoming.message;
@@ -495,8 +519,10 @@ impl Driver {
                     crypto: self.settings.crypto_failure_action,
                 };
                 let lost_permits = match receive::unpack(delivery) {
-                    Ok(unpacked) => {
-                        // Members skipped, or a batch kept whole (undecoded).
+                    Ok(mut unpacked) => {
+                        sub.position.retain(&mut unpacked);
+                        // Members skipped (acked, or before the start), or
+                        // a batch kept whole (undecoded).
                         let lost = permits.saturating_sub(unpacked.messages.len() as u32);
                         for message in unpacked.messages {
                             let incoming = Incoming {

@@ -249,11 +249,7 @@ async fn a_dead_letter_policy_needs_a_shared_subscription() {
 #[tokio::test]
 async fn a_partitions_dead_letters_go_to_the_partitioned_topics_dlq() {
     let topic = unique_topic("dlq-partitioned");
-    let broker = TestBroker::start_with(BrokerOptions {
-        partitioned_topics: vec![(topic.clone(), 2)],
-        ..BrokerOptions::default()
-    })
-    .await;
+    let broker = partitioned(&topic, 2).await;
     guard("dead letter of a partition", async {
         let client = client(&broker).await;
         let parsed: TopicName = topic.parse().expect("topic");

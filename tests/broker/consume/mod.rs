@@ -10,9 +10,11 @@ mod delivery;
 mod kinds;
 mod outcomes;
 mod random_run;
+mod reader;
 mod redelivery;
 mod retry;
 mod rewind;
+mod seek;
 
 use std::collections::BTreeSet;
 
@@ -140,6 +142,15 @@ impl RawProducer {
         };
         self.send_raw(metadata, data.freeze(), n).await
     }
+}
+
+/// A broker on which `topic` has `partitions` partitions.
+pub(super) async fn partitioned(topic: &str, partitions: u32) -> TestBroker {
+    TestBroker::start_with(BrokerOptions {
+        partitioned_topics: vec![(topic.to_owned(), partitions)],
+        ..BrokerOptions::default()
+    })
+    .await
 }
 
 pub(super) async fn shared(client: &Client, topic: &str, sub: &str, queue: u32) -> Consumer {

@@ -1,0 +1,299 @@
+//! Where one partition's messages start, and the last one handed out
+//! (pure, a few ids per partition whatever the number of messages).
+//!
+//! A reader's start id or a seek target is a boundary: the broker starts at
+//! the boundary's entry (Apache Pulsar always includes it for a start id,
+//! and a seek to a batch member resets to its entry), so the client drops
+//! what arrives before the boundary, and the boundary itself unless it is
+//! inclusive, as the Java client does with `startMessageId` and
+//! `startMessageIdInclusive`. Members dropped this way count as acked
+//! (skipped), so an entry ack still goes out once the rest are acked.
+//!
+//! A non-durable subscription lives only as long as its consumer: after a
+//! reconnect it is made anew, at the first message still queued (the queue
+//! is dropped), or right after the last message handed to the application,
+//! as Java's `clearReceiverQueue` does; never back at its original start.
+
+use std::cmp::Ordering;
+
+use super::receive::Unpacked;
+use crate::MessageId;
+
+/// A boundary: messages before `id` (and at it, unless `inclusive`) are
+/// dropped on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub(crate) id: MessageId,
+    pub(crate) inclusive: bool,
+}
+
+impl Start {
+    /// Whether `id` is at or after the boundary (after it only, unless
+    /// inclusive). A whole-entry boundary covers the entry's members.
+    pub(crate) fn admits(&self, id: MessageId) -> bool {
+        let ord = if self.id.is_batch_member() {
+            order(id).cmp(&order(self.id))
+        } else {
+            (id.ledger_id, id.entry_id).cmp(&(self.id.ledger_id, self.id.entry_id))
+        };
+        ord == Ordering::Greater || (self.inclusive && ord == Ordering::Equal)
+    }
+}
+
+/// Orders ids of one partition by ledger, entry, batch index.
+fn order(id: MessageId) -> (u64, u64, i32) {
+    (id.ledger_id, id.entry_id, id.batch_index)
+}
+
+/// Whether `id` names a message position (not earliest or latest, which
+/// are positions the broker resolves itself).
+fn is_message(id: MessageId) -> bool {
+    id != MessageId::EARLIEST && id != MessageId::LATEST
+}
+
+/// One partition's boundary and the last message it handed out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Position {
+    start: Option<Start>,
+    /// Earliest or latest, when that is where it started or sought to.
+    origin: Option<MessageId>,
+    /// A seek set the position: the reconnect it causes keeps it.
+    seeking: bool,
+    /// The last message handed to the application, and its batch's size.
+    last: Option<(MessageId, Option<u32>)>,
+    /// Drop every id at or before `last`: for a reader, which never
+    /// rewinds, such an id is a copy (a broker may dispatch an entry twice).
+    drop_seen: bool,
+}
+
+impl Position {
+    /// Starting at `start` (earliest and latest set no boundary).
+    pub(crate) fn new(start: Option<MessageId>, inclusive: bool, drop_seen: bool) -> Self {
+        Self {
+            start: start
+                .filter(|id| is_message(*id))
+                .map(|id| Start { id, inclusive }),
+            origin: start.filter(|id| !is_message(*id)),
+            seeking: false,
+            last: None,
+            drop_seen,
+        }
+    }
+
+    /// Whether a message with `id` may reach the application.
+    pub(crate) fn admits(&self, id: MessageId) -> bool {
+        if self.drop_seen && self.last.is_some_and(|(last, _)| order(id) <= order(last)) {
+            return false;
+        }
+        self.start.is_none_or(|start| start.admits(id))
+    }
+
+    /// Drops from `unpacked` the messages not admitted; a batch's members
+    /// join its skipped ones (they count as acked).
+    pub(crate) fn retain(&self, unpacked: &mut Unpacked) {
+        let skipped = &mut unpacked.skipped;
+        unpacked.messages.retain(|m| {
+            let id = m.id();
+            let admitted = self.admits(id);
+            if !admitted && id.is_batch_member() {
+                skipped.push(id.batch_index);
+            }
+            admitted
+        });
+    }
+
+    /// The application took `id` (of a batch of `batch_size`, if batched).
+    pub(crate) fn handed_out(&mut self, id: MessageId, batch_size: Option<u32>) {
+        self.last = Some((id, batch_size));
+    }
+
+    /// The id to subscribe at: the boundary, or earliest or latest.
+    pub(crate) fn start_id(&self) -> Option<MessageId> {
+        self.start.map(|s| s.id).or(self.origin)
+    }
+
+    /// Whether a message is left to read when `last_in_broker` is the
+    /// partition's last message: it is after the last one handed out, or
+    /// before any was, admitted by the start (earliest: any message;
+    /// latest: none, as Java's reader says until it has read one).
+    pub(crate) fn has_more(&self, last_in_broker: MessageId) -> bool {
+        let empty = last_in_broker.entry_id == u64::MAX || last_in_broker.ledger_id == u64::MAX;
+        if empty {
+            return false;
+        }
+        match (self.last, self.start) {
+            (Some((last, _)), _) => order(last_in_broker) > order(last),
+            (None, Some(start)) => start.admits(last_in_broker),
+            (None, None) => self.origin != Some(MessageId::LATEST),
+        }
+    }
+
+    /// The subscription moved to `target`: nothing handed out counts any
+    /// more, and `target` is the new boundary (none for earliest, latest,
+    /// or a publish time).
+    pub(crate) fn seek(&mut self, target: Option<MessageId>, inclusive: bool) {
+        *self = Self {
+            seeking: true,
+            ..Self::new(target, inclusive, self.drop_seen)
+        };
+    }
+
+    /// The SEEK's `ack_set` for `target`: for a batch member whose batch
+    /// size is known (the batch last handed out), the members before it
+    /// marked acked (bit clear), as Java's `seekAsync` sends; else empty.
+    pub(crate) fn seek_ack_set(&self, target: MessageId) -> Vec<i64> {
+        let size = match self.last {
+            Some((last, Some(size)))
+                if target.is_batch_member() && last.entry() == target.entry() =>
+            {
+                size
+            }
+            _ => return Vec::new(),
+        };
+        let from = target.batch_index.max(0) as u32;
+        let mut words = vec![0_u64; size.div_ceil(64) as usize];
+        for i in from..size {
+            words[(i / 64) as usize] |= 1 << (i % 64);
+        }
+        words.into_iter().map(|w| w as i64).collect()
+    }
+
+    /// The subscription was lost; `first_queued` is the oldest message
+    /// still queued (dropped with the queue). A non-durable subscription
+    /// resumes at it, or else right after the last message handed out; a
+    /// durable one resumes where the broker kept its cursor.
+    pub(crate) fn on_reconnect(&mut self, first_queued: Option<MessageId>, durable: bool) {
+        if std::mem::take(&mut self.seeking) || durable {
+            return;
+        }
+        if let Some(id) = first_queued {
+            self.start = Some(Start {
+                id,
+                inclusive: true,
+            });
+        } else if let Some((id, _)) = self.last {
+            self.start = Some(Start {
+                id,
+                inclusive: false,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admits(start: MessageId, inclusive: bool, id: MessageId) -> bool {
+        Position::new(Some(start), inclusive, false).admits(id)
+    }
+
+    #[test]
+    fn the_start_is_kept_only_when_inclusive() {
+        let e = MessageId::new(1, 5);
+        assert!(admits(e, true, e));
+        assert!(!admits(e, false, e));
+        assert!(
+            !admits(e, false, e.with_batch_index(2)),
+            "an entry start covers its members"
+        );
+        assert!(admits(e, false, MessageId::new(1, 6)));
+        assert!(!admits(e, true, MessageId::new(1, 4)));
+        let m = e.with_batch_index(1);
+        assert!(!admits(m, true, e.with_batch_index(0)));
+        assert!(admits(m, true, m));
+        assert!(!admits(m, false, m));
+        assert!(admits(m, false, e.with_batch_index(2)));
+    }
+
+    #[test]
+    fn earliest_and_latest_set_no_boundary() {
+        for start in [MessageId::EARLIEST, MessageId::LATEST] {
+            let p = Position::new(Some(start), false, false);
+            assert_eq!(p.start_id(), Some(start));
+            assert!(p.admits(MessageId::new(0, 0)));
+        }
+    }
+
+    #[test]
+    fn a_reader_drops_copies_of_what_it_handed_out() {
+        let mut p = Position::new(None, false, true);
+        p.handed_out(MessageId::new(3, 7), None);
+        assert!(!p.admits(MessageId::new(3, 7)));
+        assert!(!p.admits(MessageId::new(3, 6)));
+        assert!(p.admits(MessageId::new(3, 8)));
+        let mut consumer = Position::new(None, false, false);
+        consumer.handed_out(MessageId::new(3, 7), None);
+        assert!(consumer.admits(MessageId::new(3, 7)), "a rewind resends it");
+    }
+
+    #[test]
+    fn non_durable_resumes_at_the_queue_or_after_the_last_handed_out() {
+        let start = MessageId::new(1, 0);
+        let mut p = Position::new(Some(start), true, false);
+        p.on_reconnect(None, false);
+        assert_eq!(p.start_id(), Some(start), "nothing handed out: the start");
+        p.handed_out(MessageId::new(1, 4), None);
+        p.on_reconnect(Some(MessageId::new(1, 5)), false);
+        assert_eq!(p.start_id(), Some(MessageId::new(1, 5)));
+        assert!(p.admits(MessageId::new(1, 5)), "the queued one comes again");
+        p.on_reconnect(None, false);
+        assert_eq!(p.start_id(), Some(MessageId::new(1, 4)));
+        assert!(!p.admits(MessageId::new(1, 4)));
+        assert!(p.admits(MessageId::new(1, 5)));
+        let mut durable = Position::new(None, false, false);
+        durable.handed_out(MessageId::new(1, 4), None);
+        durable.on_reconnect(None, true);
+        assert_eq!(durable.start_id(), None);
+        assert!(durable.admits(MessageId::new(1, 4)), "redelivered unacked");
+    }
+
+    #[test]
+    fn more_is_there_after_the_last_read_or_from_the_start() {
+        let at = |e| MessageId::new(4, e);
+        let empty = MessageId::new(4, u64::MAX);
+        let mut p = Position::new(Some(MessageId::EARLIEST), false, true);
+        assert!(!p.has_more(empty));
+        assert!(p.has_more(at(0)));
+        p.handed_out(at(3), None);
+        assert!(!p.has_more(at(3)));
+        assert!(p.has_more(at(4)));
+        let latest = Position::new(Some(MessageId::LATEST), false, true);
+        assert!(!latest.has_more(at(9)));
+        let from = Position::new(Some(at(5)), false, true);
+        assert!(!from.has_more(at(5)));
+        assert!(Position::new(Some(at(5)), true, true).has_more(at(5)));
+        let member = at(5).with_batch_index(2);
+        p.handed_out(member, Some(4));
+        assert!(p.has_more(at(5).with_batch_index(3)));
+        assert!(!p.has_more(member));
+    }
+
+    #[test]
+    fn a_seek_ack_set_marks_the_members_before_the_target() {
+        let entry = MessageId::new(2, 9);
+        let mut p = Position::default();
+        assert!(p.seek_ack_set(entry.with_batch_index(5)).is_empty());
+        p.handed_out(entry.with_batch_index(9), Some(10));
+        assert_eq!(p.seek_ack_set(entry.with_batch_index(5)), [0b11_1110_0000]);
+        assert_eq!(p.seek_ack_set(entry.with_batch_index(0)), [0b11_1111_1111]);
+        assert!(p.seek_ack_set(entry).is_empty(), "a whole entry");
+        assert!(
+            p.seek_ack_set(MessageId::new(2, 8).with_batch_index(1))
+                .is_empty(),
+            "another batch: size unknown"
+        );
+        p.handed_out(entry.with_batch_index(0), Some(70));
+        let words = p.seek_ack_set(entry.with_batch_index(64));
+        assert_eq!(words, [0, 0b11_1111]);
+        p.seek(Some(entry.with_batch_index(5)), false);
+        p.on_reconnect(Some(MessageId::new(1, 1)), false);
+        assert_eq!(
+            p.start_id(),
+            Some(entry.with_batch_index(5)),
+            "the reconnect of a seek keeps its target"
+        );
+        assert!(!p.admits(entry.with_batch_index(5)));
+        assert!(p.admits(entry.with_batch_index(6)));
+    }
+}

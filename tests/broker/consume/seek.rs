@@ -1,0 +1,78 @@
+//! Seek is exact: after `seek()` returns, nothing queued before it reaches
+//! the application, members of a batch before the target never come, and
+//! the target itself comes only when asked for (inclusive). On both
+//! brokers: pulsar-lite delivers nothing more to a consumer attached
+//! during a SEEK, but the consumer subscribes again after every seek.
+
+use super::*;
+
+/// Produces `0..100` as texts `m00..m99`: plain, or in batches of 10.
+/// Returns each message's id (a batch member's id carries its index).
+async fn hundred(client: &Client, topic: &str, batched: bool) -> Vec<MessageId> {
+    let mut producer = RawProducer::create(client, topic).await;
+    let mut ids = Vec::with_capacity(100);
+    if batched {
+        for b in 0..10 {
+            let texts: Vec<String> = (0..10).map(|i| format!("m{:02}", b * 10 + i)).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let entry = producer.send_batch(&refs).await;
+            ids.extend((0..10).map(|i| entry.entry().with_batch_index(i)));
+        }
+    } else {
+        for i in 0..100 {
+            ids.push(producer.send(&format!("m{i:02}")).await);
+        }
+    }
+    ids
+}
+
+/// Receives 10 of 100 (90 still queued), seeks to the 6th message (`m05`)
+/// and checks that exactly the expected tail follows, in order.
+async fn seek_to_the_sixth(batched: bool, inclusive: bool) {
+    let broker = TestBroker::start().await;
+    guard("seek", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-seek-exact");
+        let ids = hundred(&client, &topic, batched).await;
+        let mut c = client
+            .consumer(&topic, "s")
+            .initial_position(InitialPosition::Earliest)
+            .seek_inclusive(inclusive)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let first: Vec<String> = take(&mut c, 10).await.iter().map(text).collect();
+        assert_eq!(
+            first,
+            (0..10).map(|i| format!("m{i:02}")).collect::<Vec<_>>()
+        );
+        c.seek(ids[5]).await.expect("seek");
+        let from = if inclusive { 5 } else { 6 };
+        for i in from..100 {
+            let m = c.receive().await.expect("receive");
+            assert_eq!(text(&m), format!("m{i:02}"), "after the seek to m05");
+        }
+        c.close().await.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn seek_starts_after_the_target_and_drops_the_old_queue() {
+    seek_to_the_sixth(false, false).await;
+}
+
+#[tokio::test]
+async fn seek_inclusive_starts_at_the_target() {
+    seek_to_the_sixth(false, true).await;
+}
+
+#[tokio::test]
+async fn seek_to_a_batch_member_skips_the_members_before_it() {
+    seek_to_the_sixth(true, false).await;
+}
+
+#[tokio::test]
+async fn seek_inclusive_to_a_batch_member_starts_at_it() {
+    seek_to_the_sixth(true, true).await;
+}

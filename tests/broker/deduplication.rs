@@ -1,0 +1,64 @@
+//! Broker-side deduplication (Apache Pulsar, topic policy through the
+//! admin API): a send the broker drops as a duplicate resolves to
+//! `ProducerError::Duplicate`, never to a message id.
+
+use pulsar_wire::Client;
+use pulsar_wire::producer::{ProducerError, ProducerMessage};
+
+use crate::common::broker::{BrokerKind, TestBroker, skip_unless};
+use crate::common::{admin, guard, init_tracing, unique_topic};
+
+#[tokio::test]
+async fn a_send_dropped_as_a_duplicate_is_a_duplicate_not_an_id() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite has no deduplication and no admin API to turn it on",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("deduplication", async {
+        init_tracing();
+        let client = Client::builder()
+            .service_url(broker.service_url())
+            .build()
+            .await
+            .expect("client");
+        let topic = unique_topic("dedup");
+        let admin_url = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
+        let producer = client
+            .producer(&topic)
+            .batching(false)
+            .create()
+            .await
+            .expect("producer");
+        admin::enable_deduplication(&admin_url, &topic).await;
+        // The policy reaches the topic a moment later: send each sequence
+        // id twice until the broker drops the second as a duplicate.
+        for sequence_id in 1_000_u64.. {
+            let send = |text: &'static str| {
+                let message = ProducerMessage::new(text).sequence_id(sequence_id);
+                producer.send(message)
+            };
+            let first = send("first").await.expect("queued").await;
+            let stored = first.expect("the first of a sequence id is stored");
+            assert!(stored.ledger_id != u64::MAX, "{stored}");
+            match send("again").await.expect("queued").await {
+                Ok(id) => assert!(
+                    id.ledger_id != u64::MAX && id.entry_id != u64::MAX,
+                    "a stored message has a real id, not {id}"
+                ),
+                Err(ProducerError::Duplicate {
+                    sequence_id: dropped,
+                    ..
+                }) => {
+                    assert_eq!(dropped, sequence_id);
+                    break;
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+        producer.close().await.expect("close");
+    })
+    .await;
+}

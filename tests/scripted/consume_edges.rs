@@ -1,0 +1,87 @@
+//! Settings at the edge of their type (`Duration::MAX` timeouts, delays
+//! and backoffs) mean "never" or "as long as can be": the consumer's task
+//! goes on working, it never panics on them.
+
+use std::time::Duration;
+
+use pulsar_wire::consumer::{NackPolicy, RedeliveryBackoff};
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_everywhere_keeps_the_consumer_working() {
+    let net = FakeNetwork::new();
+    guard("huge durations", async {
+        let backoff = RedeliveryBackoff {
+            min: Duration::MAX,
+            max: Duration::MAX,
+            multiplier: f64::MAX,
+        };
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .ack_timeout(Duration::MAX)
+                .ack_timeout_tick(Duration::MAX)
+                .ack_timeout_backoff(backoff)
+                .ack_group_time(Duration::MAX)
+                .nack_policy(NackPolicy::FixedDelay(Duration::MAX))
+        })
+        .await;
+        for entry in 1..=3 {
+            broker
+                .send_frame(message(id, entry, "m", Checksum::Valid))
+                .await;
+        }
+        let first = consumer.receive().await.expect("receive");
+        consumer.ack(&first).await.expect("ack");
+        let second = consumer.receive().await.expect("receive");
+        consumer.nack(&second).expect("nack");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let third = consumer.receive().await.expect("the task still serves");
+        assert_eq!(third.id().entry_id, 3);
+        // Closing flushes the grouped ack: the task is alive to do it.
+        let closing = tokio::spawn(async move { consumer.close().await });
+        let ack = broker.expect(Type::Ack).await;
+        let acked = ack.command.ack.as_ref().expect("body").message_id[0].entry_id;
+        assert_eq!(acked, 1);
+        let close = broker.expect(Type::CloseConsumer).await;
+        let request = close
+            .command
+            .close_consumer
+            .as_ref()
+            .expect("body")
+            .request_id;
+        broker.send(answer::success(request)).await;
+        closing.await.expect("task").expect("closed cleanly");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mailbox_that_ends_without_a_word_is_a_lost_connection() {
+    let net = FakeNetwork::new();
+    guard("mailbox gone", async {
+        let (client, mut consumer, mut broker, id) =
+            subscribed_client(&net, |b| b.subscription_type(SubscriptionType::Shared)).await;
+        // What a panic of the connection's task leaves behind: the
+        // consumer's mailbox dropped, no word of a lost connection.
+        let topic: pulsar_wire::TopicName = TOPIC.parse().expect("topic");
+        let (conn, lookup) = tokio::join!(client.lookup(&topic), async {
+            let lookup = broker.expect(Type::Lookup).await;
+            let here = format!("pulsar://{SERVICE}");
+            let found = answer::lookup(request_id(&lookup), LookupType::Connect, &here, true);
+            broker.send(found).await;
+        });
+        let () = lookup;
+        let conn = conn.expect("the consumer's connection");
+        conn.unregister_consumer(pulsar_wire::ids::ConsumerId(id))
+            .await;
+        // The consumer subscribes again rather than waiting forever.
+        let again = attach(&mut broker).await;
+        broker
+            .send_frame(message(again, 4, "after", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("receive");
+        assert_eq!(m.id().entry_id, 4);
+    })
+    .await;
+}
