@@ -92,6 +92,11 @@ impl<M> Actions<M> {
         self.queue.pop_front()
     }
 
+    /// Whether an ack is queued.
+    pub(crate) fn has_acks(&self) -> bool {
+        self.queue.iter().any(|a| matches!(a, Action::Ack { .. }))
+    }
+
     /// Grant `permits` more.
     pub(crate) fn flow(&mut self, permits: u32) {
         match self.queue.back_mut() {
@@ -133,7 +138,7 @@ impl<M> Actions<M> {
             ack_set: None,
         }) = self.queue.back()
         {
-            if ids.iter().all(|pending| *pending < id) {
+            if ids.iter().all(|pending| *pending <= id) {
                 self.queue.pop_back();
             }
         }

@@ -95,13 +95,7 @@ impl BatchAcks {
     /// Member `id` of a batch of `size` arrived and is queued
     /// (`forwarding == false`) or being forwarded.
     pub(crate) fn arrive(&mut self, id: MessageId, size: u32, forwarding: bool) {
-        let entry = self.entries.entry(id.entry()).or_insert_with(|| Entry {
-            size,
-            acked_count: 0,
-            live: 0,
-            forwarding: 0,
-            acked: vec![0; size.div_ceil(64) as usize].into_boxed_slice(),
-        });
+        let entry = self.track(id, size);
         if forwarding {
             entry.forwarding += 1;
         } else {
@@ -144,6 +138,34 @@ impl BatchAcks {
         Self::outcome(&mut self.entries, key)
     }
 
+    /// The application acked member `id`, which the consumer no longer
+    /// holds (it was acked after a reconnect, a rewind, an ack-timeout expiry
+    /// or a nack). Its entry keeps the acked bit: a redelivered copy of the
+    /// member is dropped, and the entry ack goes out once every member is
+    /// acked. An entry without state gets some if `size` (its batch size) is
+    /// known; otherwise the ack cannot be recorded ([`MemberAck::Untracked`]).
+    pub(crate) fn ack_untracked(&mut self, id: MessageId, size: Option<u32>) -> MemberAck {
+        let key = id.entry();
+        let entry = match (self.entries.get_mut(&key), size) {
+            (Some(entry), _) => entry,
+            (None, Some(size)) if (id.batch_index as u32) < size => self.track(id, size),
+            (None, _) => return MemberAck::Untracked,
+        };
+        entry.set_acked(id.batch_index as u32);
+        Self::outcome(&mut self.entries, key)
+    }
+
+    /// The state of `id`'s entry, made for a batch of `size` if it has none.
+    fn track(&mut self, id: MessageId, size: u32) -> &mut Entry {
+        self.entries.entry(id.entry()).or_insert_with(|| Entry {
+            size,
+            acked_count: 0,
+            live: 0,
+            forwarding: 0,
+            acked: vec![0; size.div_ceil(64) as usize].into_boxed_slice(),
+        })
+    }
+
     /// Members `indexes` of `entry` (a batch of `size`) will never be
     /// delivered: the broker's `ack_set` marks them acked, or compaction
     /// removed them. They count as acked, so the entry ack is not held back
@@ -174,15 +196,22 @@ impl BatchAcks {
     /// to send: `upto` itself for a plain message; for a member, its entry
     /// once complete, or with its `ack_set` under batch index ack, or else
     /// the entry before (none before entry 0).
+    ///
+    /// `size` (the batch size of `upto`'s entry) lets an entry without state
+    /// get some, so its members up to `upto` stay acked when it comes back.
     pub(crate) fn ack_cumulative(
         &mut self,
         upto: MessageId,
+        size: Option<u32>,
         batch_index_ack: bool,
     ) -> Option<(MessageId, Option<Vec<i64>>)> {
         let key = upto.entry();
         self.entries.retain(|entry, _| *entry >= key);
         if !upto.is_batch_member() {
             return Some((upto, None));
+        }
+        if let Some(size) = size.filter(|s| (upto.batch_index as u32) < *s) {
+            self.track(upto, size);
         }
         if let Some(entry) = self.entries.get_mut(&key) {
             for index in 0..=(upto.batch_index as u32).min(entry.size.saturating_sub(1)) {

@@ -108,25 +108,29 @@ fn cumulative_acks_earlier_entries_and_members_up_to_the_id() {
     }
     let before = MessageId::new(2, 1);
     assert_eq!(
-        acks.ack_cumulative(member(2, 1), false),
+        acks.ack_cumulative(member(2, 1), None, false),
         Some((before, None))
     );
     assert_eq!(acks.len(), 1, "entry 1 is covered");
     let partial = Some((MessageId::new(2, 2), Some(vec![0b100])));
-    assert_eq!(acks.ack_cumulative(member(2, 1), true), partial);
+    assert_eq!(acks.ack_cumulative(member(2, 1), None, true), partial);
     acks.leave(member(2, 0));
     acks.leave(member(2, 1));
     let whole = Some((MessageId::new(2, 2), None));
-    assert_eq!(acks.ack_cumulative(member(2, 2), false), whole);
+    assert_eq!(acks.ack_cumulative(member(2, 2), None, false), whole);
     assert_eq!(
         (acks.len(), acks.ack(member(2, 2), false)),
         (0, MemberAck::Untracked)
     );
     let plain = MessageId::new(2, 9);
-    assert_eq!(acks.ack_cumulative(plain, false), Some((plain, None)));
+    assert_eq!(acks.ack_cumulative(plain, None, false), Some((plain, None)));
     let first = MessageId::new(2, 0).with_batch_index(0);
     acks.arrive(first, 2, false);
-    assert_eq!(acks.ack_cumulative(first, false), None, "no entry before 0");
+    assert_eq!(
+        acks.ack_cumulative(first, None, false),
+        None,
+        "no entry before 0"
+    );
 }
 #[test]
 fn skipped_members_count_as_acked() {

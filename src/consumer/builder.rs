@@ -24,8 +24,10 @@ pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
 ///
 /// Defaults: an Exclusive, durable subscription starting at the latest
 /// message, a receiver queue of 1000, no consumer name, priority level 0,
-/// fire-and-forget acks, no ack timeout, immediate nacks, no dead-letter
-/// policy, no retry letters.
+/// fire-and-forget acks, no ack timeout, immediate nacks (coalesced into
+/// one rewind on Exclusive and Failover, see
+/// [`nack_policy`](Self::nack_policy)), no dead-letter policy, no retry
+/// letters.
 ///
 /// # Examples
 /// ```no_run
@@ -142,8 +144,11 @@ impl ConsumerBuilder {
         self
     }
 
-    /// With receipts, an ack waits for the broker's ACK_RESPONSE and reports
-    /// its error; without (the default) it is fire-and-forget.
+    /// With receipts, an ack returns Ok only once the broker confirmed (its
+    /// ACK_RESPONSE) the ACK that covers the message, and reports its error;
+    /// without (the default) it is fire-and-forget. A batch member's ack
+    /// covers it once its whole batch is acked (or at once with batch index
+    /// ack), so do not wait for one member's ack before acking the others.
     pub fn ack_receipts(mut self, enabled: bool) -> Self {
         self.ack_receipts = enabled;
         self
@@ -183,8 +188,26 @@ impl ConsumerBuilder {
 
     /// When a nacked message is requested again: at once (the default), after
     /// a fixed delay, or after a delay growing with its redelivery count.
+    ///
+    /// On Shared and Key_Shared the broker redelivers the nacked message
+    /// itself. On Exclusive and Failover it can only rewind the consumer to
+    /// the first unacked message, so a nack there is coalesced: the messages
+    /// already received keep reaching the application (the consumer stops
+    /// asking the broker for more meanwhile), and the rewind goes out once
+    /// the application asks for a message with none left, and no sooner than
+    /// [`rewind_min_delay`](Self::rewind_min_delay) after the nack. Every
+    /// message makes progress and the nacked one comes back after the
+    /// others, instead of alone and at once, again and again.
     pub fn nack_policy(mut self, policy: NackPolicy) -> Self {
         self.delivery.nack = policy;
+        self
+    }
+
+    /// Exclusive and Failover: the shortest time between a nack and the
+    /// rewind it leads to (default 100 ms; see [`nack_policy`](Self::nack_policy)).
+    /// It bounds how often a message nacked on its own comes back.
+    pub fn rewind_min_delay(mut self, delay: Duration) -> Self {
+        self.delivery.rewind_min_delay = delay;
         self
     }
 

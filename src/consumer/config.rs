@@ -48,9 +48,14 @@ impl From<SubscriptionType> for SubType {
     }
 }
 
+/// The shortest time between a nack on Exclusive or Failover and the rewind
+/// it leads to, by default.
+pub const DEFAULT_REWIND_MIN_DELAY: Duration = Duration::from_millis(100);
+
 /// The consumer core's settings. [`Default`] gives Java's defaults: an
 /// Exclusive subscription, a queue of 1000, no ack timeout, a 500 ms tick,
-/// immediate nacks, no dead-letter policy, no batch index ack.
+/// immediate nacks (rewinds on Exclusive and Failover at least 100 ms
+/// apart), no dead-letter policy, no batch index ack.
 ///
 /// # Examples
 /// ```
@@ -80,6 +85,12 @@ pub struct CoreConfig {
     pub ack_timeout_backoff: Option<RedeliveryBackoff>,
     /// When nacked messages are requested again.
     pub nack: NackPolicy,
+    /// Exclusive and Failover: the shortest time between a nack and the
+    /// rewind it leads to. The rewind also waits until the application has
+    /// taken every message received before it (see
+    /// [`ConsumerCore::nack`](super::ConsumerCore::nack)); this bounds how
+    /// often a lone nacked message comes back. Default 100 ms.
+    pub rewind_min_delay: Duration,
     /// Where messages delivered too often go.
     pub dead_letter: Option<DeadLetterPolicy>,
     /// Ack batch members one by one with an `ack_set` (the broker must
@@ -103,6 +114,7 @@ impl Default for CoreConfig {
             tick: Duration::from_millis(500),
             ack_timeout_backoff: None,
             nack: NackPolicy::Immediate,
+            rewind_min_delay: DEFAULT_REWIND_MIN_DELAY,
             dead_letter: None,
             batch_index_ack_enabled: false,
             track_messages: true,

@@ -154,6 +154,18 @@ pub enum ConsumerError {
         /// Why.
         source: Box<Self>,
     },
+    /// With ack receipts: an ack that could not be sent and confirmed, because
+    /// the consumer closed first (a batch member whose batch was not fully
+    /// acked, a partition still subscribing again), or it named a batch
+    /// member the consumer cannot ack without acking its siblings. The
+    /// message comes back unless it is acked again.
+    #[error(
+        "an ack on {topic} was not sent: the consumer closed first, or its batch was never complete"
+    )]
+    AckNotSent {
+        /// The topic (partition).
+        topic: String,
+    },
     /// A message this consumer cannot decode: encrypted (with
     /// [`CryptoFailureAction::Fail`](super::CryptoFailureAction::Fail)), or
     /// compressed with a codec it does not know. It was not acked: it stays
@@ -198,6 +210,7 @@ impl ConsumerError {
                 | Self::Request { .. }
                 | Self::UnexpectedResponse { .. }
                 | Self::Lost { .. }
+                | Self::AckNotSent { .. }
                 | Self::Letter { .. }
                 | Self::InitialSubscription { .. }
                 | Self::Unreadable { .. }

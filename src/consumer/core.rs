@@ -27,7 +27,27 @@ use super::dead_letter::DeadLetterCutoff;
 use super::error::{ConfigError, CoreError};
 use super::nack::{NackPolicy, NackTracker, Nacked};
 use super::permits::ReceiverQueue;
+use super::rewind::PendingRewind;
+use super::settled::{RecentAcks, Settled};
 use super::unacked::UnackedTracker;
+
+/// What became of an application's ack ([`ConsumerCore::ack`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// An [`Action::Ack`] that covers it is queued (it is the last one).
+    Queued,
+    /// A batch member whose ack waits for the rest of its batch: it goes
+    /// out with the ack of `entry` (the entry's id), once every member is
+    /// acked. Nothing is queued yet.
+    AwaitingBatch {
+        /// The id of the member's entry.
+        entry: MessageId,
+    },
+    /// Nothing can be sent for it: a batch member of an entry the core has
+    /// no state for, acked without its batch size, or any ack on a core
+    /// that does not track messages (a reader's).
+    Unrecorded,
+}
 
 /// The consumer's delivery state machine; `M` is the driver's message type.
 ///
@@ -70,6 +90,13 @@ pub struct ConsumerCore<M> {
     forwarding: HashSet<MessageId>,
     /// JavaStyle: held messages at the limit, forwarded on their next redelivery.
     last_chance: HashMap<MessageId, (u32, M)>,
+    /// Acked while not held: their copies are dropped.
+    settled: Settled,
+    /// The last acks of held messages; they join `settled` at a reconnect
+    /// or rewind.
+    recent: RecentAcks,
+    /// Exclusive/Failover: a rewind a nack asked for, not sent yet.
+    rewind: PendingRewind,
     epoch: u64,
     actions: Actions<M>,
 }
@@ -88,6 +115,8 @@ impl<M: Clone> ConsumerCore<M> {
         if let Some(backoff) = config.ack_timeout_backoff {
             held = held.with_backoff(backoff);
         }
+        let remembered = config.receiver_queue_size.max(1000) as usize;
+        let settled = Settled::new(remembered);
         Ok(Self {
             queue: ReceiverQueue::new(config.receiver_queue_size),
             nacks: NackTracker::new(config.nack, config.tick),
@@ -96,6 +125,9 @@ impl<M: Clone> ConsumerCore<M> {
             batches: BatchAcks::default(),
             forwarding: HashSet::new(),
             last_chance: HashMap::new(),
+            settled,
+            recent: RecentAcks::new(remembered),
+            rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
         })
@@ -136,12 +168,14 @@ impl<M: Clone> ConsumerCore<M> {
 
     /// A message arrived. It is dropped (its permit given back) if a copy
     /// is queued, held by the application, waiting for a delayed nack or
-    /// being forwarded, if it belongs to a stale epoch, or if it is an acked
-    /// batch member; it is forwarded to the dead-letter topic if the policy
-    /// says so on arrival; otherwise it is queued.
+    /// being forwarded, if it belongs to a stale epoch, if it is an acked
+    /// batch member, or if the application acked it while the core no
+    /// longer held it (a copy redelivered after a reconnect or rewind) or
+    /// acked it cumulatively; it is forwarded to the dead-letter topic if
+    /// the policy says so on arrival; otherwise it is queued.
     ///
     /// A copy of a plain message that arrives after the message was acked
-    /// is delivered again: nothing is remembered about acked messages (the
+    /// while held is delivered again: held acks are not remembered (the
     /// broker does not send them again, so this only follows a broker-side
     /// duplicate).
     ///
@@ -169,6 +203,19 @@ impl<M: Clone> ConsumerCore<M> {
             || self.batches.is_acked(id)
         {
             self.skip_arrival();
+            return Ok(());
+        }
+        if self.settled.contains(id) {
+            // Acked by the application, yet the broker sends it again: its
+            // ACK may have been lost with a connection. Acked again (an ack
+            // is idempotent), so it does not stay in the subscription.
+            self.skip_arrival();
+            if id.is_batch_member() {
+                let outcome = self.batches.ack_untracked(id, batch_size);
+                self.member_acked(outcome);
+            } else {
+                self.actions.ack(id);
+            }
             return Ok(());
         }
         let forward = self
@@ -227,10 +274,29 @@ impl<M: Clone> ConsumerCore<M> {
     /// Hands the next queued message to the application and starts its
     /// ack-timeout clock; `None` when the queue is empty. Gives its permit
     /// back (a `Flow` follows once half the queue has been taken).
+    ///
+    /// On Exclusive and Failover, finding the queue empty lets a rewind a
+    /// nack asked for go out (see [`nack`](Self::nack)).
     pub fn pop_for_application(&mut self, now: Instant) -> Option<Incoming<M>> {
         self.anchor(now);
-        let (incoming, flow) = self.queue.pop()?;
-        self.flow(flow);
+        let incoming = loop {
+            let Some((incoming, flow)) = self.queue.pop() else {
+                self.rewind.on_take(false);
+                self.rewind_if_due(now);
+                return None;
+            };
+            self.flow(flow);
+            // Acked by the application since it was queued (a copy that
+            // came before its ack after a reconnect): not handed out again.
+            if self.settled.contains(incoming.id) || self.batches.is_acked(incoming.id) {
+                if incoming.id.is_batch_member() {
+                    self.batches.leave(incoming.id);
+                }
+                continue;
+            }
+            break incoming;
+        };
+        self.rewind.on_take(true);
         if !self.config.track_messages {
             return Some(incoming);
         }
@@ -251,74 +317,138 @@ impl<M: Clone> ConsumerCore<M> {
     /// The application acked `id`: stops its clock and sends the ack (for a
     /// batch member, once its entry is complete, or at once with an
     /// `ack_set` under batch index ack). Acking a message with a delayed
-    /// nack withdraws the nack. An id the application does not hold (never
-    /// delivered, already answered, or from before a rewind or reconnect)
-    /// is ignored.
-    pub fn ack(&mut self, now: Instant, id: MessageId) {
+    /// nack withdraws the nack.
+    ///
+    /// A message id is a position, valid on every connection: an id the
+    /// core no longer holds (acked after a reconnect, a rewind, an
+    /// ack-timeout expiry or a nack) is acked all the same, and a copy of it
+    /// that is queued or arrives later is dropped. For a batch member of an
+    /// entry the core has no state for, use
+    /// [`ack_with_batch_size`](Self::ack_with_batch_size), so the member can
+    /// be recorded without acking its siblings.
+    pub fn ack(&mut self, now: Instant, id: MessageId) -> Acked {
+        self.ack_with_batch_size(now, id, None)
+    }
+
+    /// As [`ack`](Self::ack), with the batch size of a batch member's entry
+    /// (`None` for a plain message).
+    pub fn ack_with_batch_size(
+        &mut self,
+        now: Instant,
+        id: MessageId,
+        batch_size: Option<u32>,
+    ) -> Acked {
         self.anchor(now);
+        if !self.config.track_messages {
+            return Acked::Unrecorded; // a reader's core: nothing to ack
+        }
         if self.held.remove(id) || self.nacks.cancel(id) {
             // Hashing the id for an empty map cost ~1% of a consume run.
             if !self.last_chance.is_empty() {
                 self.last_chance.remove(&id);
             }
-            self.settle(id, false);
+            self.recent.push(id);
+            return self.settle(id, false);
         }
+        self.settled.insert(id);
+        if !id.is_batch_member() {
+            self.actions.ack(id);
+            return Acked::Queued;
+        }
+        let outcome = self.batches.ack_untracked(id, batch_size);
+        self.member_acked(outcome)
     }
 
     /// The application acked everything up to and including `upto`: stops
-    /// the clocks and withdraws the delayed nacks it covers. Ignored unless
-    /// the application holds `upto` from the current epoch (an older one
-    /// might cover a message nacked since).
+    /// the clocks and withdraws the delayed nacks it covers, and drops
+    /// copies of what it covers that are queued or arrive later. Sent
+    /// whatever the core holds, as [`ack`](Self::ack).
     ///
     /// # Errors
     /// [`CoreError::CumulativeAckNotAllowed`] on Shared and Key_Shared.
-    pub fn ack_cumulative(&mut self, now: Instant, upto: MessageId) -> Result<(), CoreError> {
+    pub fn ack_cumulative(&mut self, now: Instant, upto: MessageId) -> Result<Acked, CoreError> {
+        self.ack_cumulative_with_batch_size(now, upto, None)
+    }
+
+    /// As [`ack_cumulative`](Self::ack_cumulative), with the batch size of
+    /// `upto`'s entry when it is a batch member.
+    ///
+    /// # Errors
+    /// As [`ack_cumulative`](Self::ack_cumulative).
+    pub fn ack_cumulative_with_batch_size(
+        &mut self,
+        now: Instant,
+        upto: MessageId,
+        batch_size: Option<u32>,
+    ) -> Result<Acked, CoreError> {
         self.anchor(now);
         let subscription = self.config.subscription_type;
         if !subscription.allows_cumulative_ack() {
             return Err(CoreError::CumulativeAckNotAllowed { subscription });
         }
-        if !self.held.contains(upto) {
-            return Ok(());
+        if !self.config.track_messages {
+            return Ok(Acked::Unrecorded);
         }
         let mut covered = self.held.remove_up_to(upto);
         covered.extend(self.nacks.cancel_up_to(upto));
         if !self.last_chance.is_empty() {
             self.last_chance.retain(|id, _| *id > upto);
         }
-        let ack = self
-            .batches
-            .ack_cumulative(upto, self.config.batch_index_ack_enabled);
+        self.settled.cumulative(upto);
+        let ack =
+            self.batches
+                .ack_cumulative(upto, batch_size, self.config.batch_index_ack_enabled);
         for id in covered.into_iter().filter(MessageId::is_batch_member) {
             self.batches.leave(id);
         }
+        let sent = ack.as_ref().map(|(id, _)| *id);
         if let Some((id, ack_set)) = ack {
             self.actions.ack_cumulative(id, ack_set);
         }
-        Ok(())
+        // A member whose entry is not complete is covered only once it is.
+        Ok(match sent {
+            Some(id) if id >= upto.entry() => Acked::Queued,
+            _ if !upto.is_batch_member() => Acked::Queued,
+            _ => Acked::AwaitingBatch {
+                entry: upto.entry(),
+            },
+        })
     }
 
     /// The application nacked `id` (delivered `redelivery_count` times
     /// before): stops its clock and asks for it again, now or after the nack
-    /// policy's delay. On Exclusive and Failover that is a rewind
-    /// ([`Action::RedeliverAll`]). An id the application does not hold is
-    /// ignored.
+    /// policy's delay. An id the application does not hold is ignored.
+    ///
+    /// On Exclusive and Failover, where the broker can only rewind to the
+    /// first unacked message ([`Action::RedeliverAll`]), the rewind is
+    /// coalesced: messages already received keep reaching the application,
+    /// permits are withheld so the queue drains, and the rewind goes out
+    /// once the application asks for a message with none queued, and no
+    /// sooner than [`CoreConfig::rewind_min_delay`] after the nack. Nacks
+    /// meanwhile join it. So every message makes progress, and the nacked
+    /// one comes back after the others.
     pub fn nack(&mut self, now: Instant, id: MessageId, redelivery_count: u32) {
         self.anchor(now);
         if self.held.remove(id) && self.nacks.nack(now, id, redelivery_count) == Nacked::Now {
-            self.request_redelivery(vec![id]);
+            self.request_redelivery(vec![id], Some(now));
         }
     }
 
     /// Time passed: requests again, in one command, every message whose
-    /// ack timeout expired and every delayed nack now due.
+    /// ack timeout expired and every delayed nack now due (a due nack on
+    /// Exclusive or Failover joins a coalesced rewind, see
+    /// [`nack`](Self::nack)); sends a coalesced rewind that is due.
     pub fn on_tick(&mut self, now: Instant) {
         self.anchor(now);
-        let mut due = self.held.expire(now);
-        due.extend(self.nacks.expire(now));
-        if !due.is_empty() {
-            self.request_redelivery(due);
+        let expired = self.held.expire(now);
+        let nacked = self.nacks.expire(now);
+        if !expired.is_empty() {
+            self.request_redelivery(expired, None);
         }
+        if !nacked.is_empty() {
+            self.request_redelivery(nacked, Some(now));
+        }
+        self.rewind_if_due(now);
     }
 
     /// The dead-letter publish of `origin` finished. On success the original
@@ -330,12 +460,14 @@ impl<M: Clone> ConsumerCore<M> {
             return;
         }
         match result {
-            Ok(()) => self.settle(origin, true),
+            Ok(()) => {
+                self.settle(origin, true);
+            }
             Err(()) => {
                 if origin.is_batch_member() {
                     self.batches.forward_failed(origin);
                 }
-                self.redeliver(vec![origin.entry()]);
+                self.redeliver(vec![origin.entry()], None);
             }
         }
     }
@@ -348,9 +480,25 @@ impl<M: Clone> ConsumerCore<M> {
     /// once subscribed again.
     pub fn on_reconnect(&mut self) {
         self.queue.reset();
+        // The new subscribe grants the whole queue: withheld permits are moot.
+        self.rewind.take();
         self.clear_held();
         self.epoch += 1;
         self.actions.keep_across_reconnect();
+    }
+
+    /// The subscription was moved (seek): acked messages may come again on
+    /// purpose, so the acks remembered to drop redelivered copies are
+    /// forgotten.
+    pub fn on_seek(&mut self) {
+        let capacity = self.config.receiver_queue_size.max(1000) as usize;
+        self.settled = Settled::new(capacity);
+        self.recent = RecentAcks::new(capacity);
+    }
+
+    /// Whether an [`Action::Ack`] waits to be polled.
+    pub(crate) fn has_queued_acks(&self) -> bool {
+        self.actions.has_acks()
     }
 
     /// Ids the driver keeps unacked without handing them out (the chunks
@@ -369,12 +517,17 @@ impl<M: Clone> ConsumerCore<M> {
     }
 
     /// When [`on_tick`](Self::on_tick) has work: the tick of the earliest
-    /// ack-timeout expiry or delayed nack.
+    /// ack-timeout expiry or delayed nack, or when a coalesced rewind
+    /// becomes due while the application waits on an empty queue.
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (self.held.next_deadline(), self.nacks.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.held.next_deadline(),
+            self.nacks.next_deadline(),
+            self.rewind.deadline(self.queue.len()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Whether the instants passed in matter: only with an ack timeout or
@@ -396,8 +549,9 @@ impl<M: Clone> ConsumerCore<M> {
         self.flow(flow);
     }
 
+    /// Grants `permits`, unless a coalesced rewind withholds them.
     fn flow(&mut self, permits: Option<u32>) {
-        if let Some(permits) = permits {
+        if let Some(permits) = permits.and_then(|p| self.rewind.withhold(p)) {
             self.actions.flow(permits);
         }
     }
@@ -408,22 +562,32 @@ impl<M: Clone> ConsumerCore<M> {
     }
 
     /// An acked message or member (`forwarded`: by a confirmed forward).
-    fn settle(&mut self, id: MessageId, forwarded: bool) {
+    fn settle(&mut self, id: MessageId, forwarded: bool) -> Acked {
         if !id.is_batch_member() {
-            return self.actions.ack(id);
+            self.actions.ack(id);
+            return Acked::Queued;
         }
-        match self.batches.ack(id, forwarded) {
+        let outcome = self.batches.ack(id, forwarded);
+        self.member_acked(outcome)
+    }
+
+    /// Queues what acking a batch member led to.
+    fn member_acked(&mut self, outcome: MemberAck) -> Acked {
+        match outcome {
             MemberAck::Entry(entry) => self.actions.ack(entry),
             MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
                 self.actions.ack_members(entry, set);
             }
-            MemberAck::Partial(..) | MemberAck::Untracked => {}
+            MemberAck::Partial(entry, _) => return Acked::AwaitingBatch { entry },
+            MemberAck::Untracked => return Acked::Unrecorded,
         }
+        Acked::Queued
     }
 
     /// Held messages to request again: a last-chance message goes to the
-    /// dead-letter topic, the rest are redelivered.
-    fn request_redelivery(&mut self, ids: Vec<MessageId>) {
+    /// dead-letter topic, the rest are redelivered. `nacked_at`: asked for
+    /// by a nack at that instant (a rewind is then coalesced).
+    fn request_redelivery(&mut self, ids: Vec<MessageId>, nacked_at: Option<Instant>) {
         let mut entries = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some((count, message)) = self.last_chance.remove(&id) {
@@ -439,14 +603,24 @@ impl<M: Clone> ConsumerCore<M> {
             }
         }
         if !entries.is_empty() {
-            self.redeliver(entries);
+            self.redeliver(entries, nacked_at);
         }
     }
 
-    fn redeliver(&mut self, entries: Vec<MessageId>) {
+    fn redeliver(&mut self, entries: Vec<MessageId>, nacked_at: Option<Instant>) {
         if self.config.subscription_type.redelivers_by_id() {
             self.actions.redeliver(entries);
+        } else if let Some(now) = nacked_at {
+            self.rewind.request(now, self.config.rewind_min_delay);
+            self.rewind_if_due(now);
         } else {
+            self.rewind();
+        }
+    }
+
+    /// Sends a coalesced rewind if it is due at `now`.
+    fn rewind_if_due(&mut self, now: Instant) {
+        if self.rewind.is_due(now, self.queue.len()) {
             self.rewind();
         }
     }
@@ -455,15 +629,19 @@ impl<M: Clone> ConsumerCore<M> {
     /// drop what is local, move to a new epoch, and give back the cleared
     /// queue's permits.
     fn rewind(&mut self) {
+        let withheld = self.rewind.take();
         let flow = self.queue.rewind();
         self.clear_held();
         self.epoch += 1;
         self.actions.rewind(self.epoch);
-        self.flow(flow);
+        let permits = flow.unwrap_or(0).saturating_add(withheld);
+        self.flow((permits > 0).then_some(permits));
     }
 
-    /// Everything the application holds will come again.
+    /// Everything the application holds will come again (but not what it
+    /// acked lately, which the broker may not have applied yet).
     fn clear_held(&mut self) {
+        self.recent.settle_into(&mut self.settled);
         self.held.clear();
         self.nacks.clear();
         self.last_chance.clear();
@@ -473,7 +651,13 @@ impl<M: Clone> ConsumerCore<M> {
     /// Permits given back but not yet sent, for tests.
     #[cfg(test)]
     pub(crate) fn permits_returned(&self) -> u32 {
-        self.queue.returned()
+        self.queue.returned() + self.rewind.withheld()
+    }
+
+    /// Whether a coalesced rewind waits, for tests.
+    #[cfg(test)]
+    pub(crate) fn rewind_pending(&self) -> bool {
+        self.rewind.is_pending()
     }
 
     /// Sizes of the per-message state, for tests: queue, held, delayed

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::MessageId;
 
-use super::{Action, ConsumerCore, Incoming};
+use super::{Acked, Action, ConsumerCore, Incoming};
 use super::{CoreConfig, CoreError, NackPolicy, SubscriptionType};
 
 pub(super) type A = Action<u64>;
@@ -111,7 +111,7 @@ fn held_past_timeout_is_redelivered_once_at_the_first_tick_after_its_deadline() 
 }
 
 #[test]
-fn an_ack_after_expiry_is_ignored_and_the_redelivered_copy_is_delivered() {
+fn an_ack_after_expiry_is_sent_and_the_redelivered_copy_is_dropped() {
     let t0 = crate::clock::now();
     let config = CoreConfig {
         ack_timeout: Some(secs(1)),
@@ -121,38 +121,86 @@ fn an_ack_after_expiry_is_ignored_and_the_redelivered_copy_is_delivered() {
     deliver(&mut core, t0, msg(id(1), 0));
     core.on_tick(t0 + secs(1));
     assert_eq!(drain(&mut core), [A::Redeliver(vec![id(1)])]);
-    core.ack(t0 + secs(2), id(1));
+    assert_eq!(core.ack(t0 + secs(2), id(1)), Acked::Queued);
+    assert_eq!(drain(&mut core), [ack(&[id(1)])], "ids are positions");
+    core.on_message(t0 + secs(2), msg(id(1), 1)).unwrap();
     assert_eq!(
-        drain(&mut core),
-        [],
-        "no longer held: already requested again"
+        core.queued(),
+        0,
+        "the copy redelivered meanwhile is dropped"
     );
-    let again = deliver(&mut core, t0 + secs(2), msg(id(1), 1));
-    assert_eq!(again.redelivery_count, 1);
-    core.ack(t0 + secs(2), id(1));
-    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
 }
 
 #[test]
-fn an_ack_of_an_id_never_delivered_is_a_no_op() {
+fn an_ack_of_an_id_not_held_is_sent_and_its_queued_copy_never_handed_out() {
     let t0 = crate::clock::now();
     let mut core = core(shared(), t0);
     core.ack(t0, id(42));
-    core.nack(t0, id(42), 0);
+    core.nack(t0, id(42), 0); // not held: nothing to redeliver
     core.on_message(t0, msg(id(43), 0)).unwrap();
     core.ack(t0, id(43)); // queued, not yet handed over
-    assert_eq!(drain(&mut core), []);
+    assert_eq!(drain(&mut core), [ack(&[id(42), id(43)])]);
+    assert!(core.pop_for_application(t0).is_none(), "43 is acked");
+    assert_eq!(core.permits_returned(), 1, "its permit goes back");
+}
+
+#[test]
+fn acks_after_a_reconnect_go_out_and_their_copies_are_dropped() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    for n in 1..=3 {
+        deliver(&mut core, t0, msg(id(n), 0));
+    }
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    assert_eq!(drain(&mut core), [A::Flow(1000)]);
+    // Redelivered after the reconnect: 1 and 2 queued before the acks.
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    core.on_message(t0, msg(id(2), 1)).unwrap();
+    for n in 1..=3 {
+        core.ack(t0, id(n));
+    }
+    assert_eq!(drain(&mut core), [ack(&[id(1), id(2), id(3)])]);
+    core.on_message(t0, msg(id(3), 1)).unwrap(); // arrives after its ack
+    assert!(core.pop_for_application(t0).is_none(), "none comes back");
+}
+
+#[test]
+fn a_cumulative_ack_after_a_rewind_goes_out_and_covers_the_redelivered_copies() {
+    let t0 = crate::clock::now();
+    let mut core = core(CoreConfig::default(), t0);
+    for n in 1..=3 {
+        deliver(&mut core, t0, msg(id(n), 0));
+    }
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, msg(id(1), 0)).unwrap();
+    assert_eq!(core.ack_cumulative(t0, id(3)), Ok(Acked::Queued));
+    let cumulative = A::Ack {
+        ids: vec![id(3)],
+        cumulative: true,
+        ack_set: None,
+    };
+    assert_eq!(drain(&mut core), [cumulative]);
+    core.on_message(t0, msg(id(2), 0)).unwrap();
+    core.on_message(t0, msg(id(4), 0)).unwrap();
+    assert_eq!(core.pop_for_application(t0).map(|m| m.id), Some(id(4)));
 }
 
 #[test]
 fn nack_then_ack() {
     let t0 = crate::clock::now();
-    // Immediate: the redelivery is already requested; the late ack is ignored.
+    // Immediate: the redelivery is already requested; the late ack is sent
+    // all the same, and the copy is dropped when it comes.
     let mut core1 = core(shared(), t0);
     deliver(&mut core1, t0, msg(id(1), 0));
     core1.nack(t0, id(1), 0);
     core1.ack(t0, id(1));
-    assert_eq!(drain(&mut core1), [A::Redeliver(vec![id(1)])]);
+    assert_eq!(
+        drain(&mut core1),
+        [A::Redeliver(vec![id(1)]), ack(&[id(1)])]
+    );
     // Delayed: the ack withdraws the held nack.
     let config = CoreConfig {
         nack: NackPolicy::FixedDelay(secs(1)),
@@ -241,7 +289,7 @@ fn cumulative_ack_stops_every_clock_it_covers() {
     assert_eq!(
         drain(&mut core).len(),
         1,
-        "a repeated cumulative ack is ignored"
+        "a repeated cumulative ack replaces the pending one"
     );
 }
 
@@ -263,56 +311,119 @@ fn cumulative_ack_on_shared_is_a_typed_error() {
     }
 }
 
-#[test]
-fn exclusive_nack_rewinds_once_and_drops_the_old_epoch() {
-    let t0 = crate::clock::now();
+/// Delivers `n` plain messages of epoch 0 to a core (queue of 10) and
+/// takes the first `taken`.
+fn exclusive_with(n: u64, taken: usize, t0: Instant) -> ConsumerCore<u64> {
     let config = CoreConfig {
         receiver_queue_size: 10,
         ..CoreConfig::default()
     };
     let mut core = core(config, t0);
-    for n in 1..=5 {
-        core.on_message(
-            t0,
-            Incoming {
-                consumer_epoch: Some(0),
-                ..msg(id(n), 0)
-            },
-        )
-        .unwrap();
+    for n in 1..=n {
+        let incoming = Incoming {
+            consumer_epoch: Some(0),
+            ..msg(id(n), 0)
+        };
+        core.on_message(t0, incoming).unwrap();
     }
-    core.pop_for_application(t0);
-    core.pop_for_application(t0);
+    for _ in 0..taken {
+        assert!(core.pop_for_application(t0).is_some());
+    }
+    core
+}
+
+#[test]
+fn exclusive_nacks_coalesce_into_one_rewind_once_the_queue_is_drained() {
+    let t0 = crate::clock::now();
+    let mut core = exclusive_with(5, 2, t0);
     core.nack(t0, id(1), 0);
-    core.nack(t0, id(2), 0); // covered by the same rewind
-    assert_eq!(core.consumer_epoch(), 1);
-    assert_eq!(core.queued(), 0, "the local queue is cleared");
-    // 2 taken + 3 cleared = 5 permits back, half the queue: one Flow after the rewind.
+    core.nack(t0, id(2), 0); // joins the same rewind
+    assert_eq!(core.consumer_epoch(), 0, "no rewind yet");
+    assert_eq!(drain(&mut core), []);
+    // The messages already received keep coming, and their permits are
+    // withheld so the broker stops pushing.
+    for n in 3..=5 {
+        assert_eq!(core.pop_for_application(t0).map(|m| m.id), Some(id(n)));
+    }
+    assert_eq!(drain(&mut core), [], "no Flow while a rewind waits");
+    core.ack(t0, id(3));
+    assert_eq!(drain(&mut core), [ack(&[id(3)])]);
+    // The application asks for more: nothing queued, but too soon.
+    assert!(core.pop_for_application(t0).is_none());
+    assert_eq!(drain(&mut core), []);
+    assert_eq!(core.next_deadline(), Some(t0 + ms(100)));
+    core.on_tick(t0 + ms(100));
+    // 5 taken, none cleared: the withheld permits go with the rewind.
     assert_eq!(
         drain(&mut core),
         [A::RedeliverAll { consumer_epoch: 1 }, A::Flow(5)]
     );
+    assert_eq!(core.next_deadline(), None);
     // A message dispatched before the rewind arrives late: dropped.
-    core.on_message(
-        t0,
-        Incoming {
-            consumer_epoch: Some(0),
-            ..msg(id(3), 0)
-        },
-    )
-    .unwrap();
+    let late = Incoming {
+        consumer_epoch: Some(0),
+        ..msg(id(4), 0)
+    };
+    core.on_message(t0, late).unwrap();
     assert_eq!(core.queued(), 0);
-    core.on_message(
-        t0,
-        Incoming {
-            consumer_epoch: Some(1),
-            ..msg(id(1), 0)
-        },
-    )
-    .unwrap();
+    let again = Incoming {
+        consumer_epoch: Some(1),
+        ..msg(id(1), 0)
+    };
+    core.on_message(t0, again).unwrap();
     assert_eq!(core.pop_for_application(t0).map(|m| m.id), Some(id(1)));
-    core.ack(t0, id(2)); // held before the rewind: ignored
-    assert_eq!(drain(&mut core), []);
+    // 4 was taken before the rewind: its ack still goes out.
+    core.ack(t0, id(4));
+    assert_eq!(drain(&mut core), [ack(&[id(4)])]);
+}
+
+#[test]
+fn a_rewind_waits_until_the_application_asks_on_an_empty_queue() {
+    let t0 = crate::clock::now();
+    let mut core = exclusive_with(2, 2, t0);
+    core.nack(t0, id(1), 0);
+    // The application still works on 2: time alone sends nothing.
+    core.on_tick(t0 + secs(5));
+    assert_eq!((drain(&mut core), core.next_deadline()), (vec![], None));
+    assert!(core.pop_for_application(t0 + secs(5)).is_none());
+    assert!(matches!(drain(&mut core)[..], [A::RedeliverAll { .. }, ..]));
+}
+
+#[test]
+fn a_lone_nacked_message_comes_back_at_most_once_per_minimum_delay() {
+    let t0 = crate::clock::now();
+    let mut core = exclusive_with(0, 0, t0);
+    let (mut now, mut rewinds) = (t0, 0);
+    // One poison message, nacked at once every time it comes, for 1 s.
+    while now < t0 + secs(1) {
+        let epoch = core.consumer_epoch();
+        let incoming = Incoming {
+            consumer_epoch: Some(epoch),
+            ..msg(id(1), 0)
+        };
+        core.on_message(now, incoming).unwrap();
+        assert!(core.pop_for_application(now).is_some());
+        core.nack(now, id(1), 0);
+        assert!(core.pop_for_application(now).is_none());
+        now = core.next_deadline().expect("the rewind's time");
+        core.on_tick(now);
+        let actions = drain(&mut core);
+        rewinds += actions
+            .iter()
+            .filter(|a| matches!(a, A::RedeliverAll { .. }))
+            .count();
+    }
+    assert_eq!(rewinds, 10, "one rewind per 100 ms");
+}
+
+#[test]
+fn shared_nacks_stay_immediate() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.on_message(t0, msg(id(2), 0)).unwrap();
+    core.nack(t0, id(1), 0);
+    assert_eq!(drain(&mut core), [A::Redeliver(vec![id(1)])]);
 }
 
 #[test]
@@ -392,4 +503,52 @@ fn reconnect_clears_local_state_keeps_acks_and_grants_a_fresh_queue() {
     assert_eq!(core.next_deadline(), None);
     core.on_subscribed(t0);
     assert_eq!(drain(&mut core), [A::Flow(4)]);
+}
+
+#[test]
+fn a_copy_of_a_message_acked_just_before_a_reconnect_is_dropped() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    // The broker applies acks asynchronously: it may dispatch a copy to the
+    // next subscription before it applied this one.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    assert_eq!(core.queued(), 0);
+}
+
+#[test]
+fn a_seek_forgets_the_remembered_acks() {
+    let t0 = crate::clock::now();
+    let mut core = core(CoreConfig::default(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    core.ack(t0, id(2)); // not held
+    core.ack_cumulative(t0, id(0)).unwrap();
+    core.on_seek();
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    for n in 0..=2 {
+        core.on_message(t0, msg(id(n), 0)).unwrap();
+    }
+    assert_eq!(core.queued(), 3, "a seek brings acked messages back");
+}
+
+#[test]
+fn a_copy_of_an_acked_message_is_acked_again_not_handed_out() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    core.ack(t0, id(1));
+    drain(&mut core);
+    // Its ACK was lost with the connection: the broker sends it again.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, msg(id(1), 1)).unwrap();
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    assert!(core.pop_for_application(t0).is_none());
 }

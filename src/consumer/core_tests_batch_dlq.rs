@@ -3,7 +3,9 @@
 use crate::MessageId;
 
 use super::core_tests::{A, ack, batch_msg, core, deliver, drain, id, member, msg, secs, shared};
-use super::{CoreConfig, CoreError, DeadLetterCutoff, DeadLetterPolicy, Incoming, NackPolicy};
+use super::{
+    Acked, CoreConfig, CoreError, DeadLetterCutoff, DeadLetterPolicy, Incoming, NackPolicy,
+};
 
 fn dead_letter(max: u32, cutoff: DeadLetterCutoff) -> CoreConfig {
     CoreConfig {
@@ -105,8 +107,6 @@ fn a_failed_forward_redelivers_and_never_acks() {
     drain(&mut core);
     core.on_dead_letter_result(id(1), Err(()));
     assert_eq!(drain(&mut core), [A::Redeliver(vec![id(1)])]);
-    core.ack(t0, id(1));
-    assert_eq!(drain(&mut core), [], "the application never held it");
     // It comes back and is forwarded again.
     core.on_message(t0, msg(id(1), 2)).unwrap();
     assert!(matches!(
@@ -350,4 +350,79 @@ fn an_untimed_core_acts_the_same_whatever_instants_it_gets() {
         ..shared()
     };
     assert!(core(timed, t0).uses_clock() && core(delayed, t0).uses_clock());
+}
+
+#[test]
+fn a_member_acked_after_a_reconnect_never_acks_its_siblings() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    let held: Vec<_> = (0..3)
+        .map(|i| deliver(&mut core, t0, batch_msg(5, i, 3)))
+        .collect();
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    // Its entry state is gone; with the batch size the ack is recorded.
+    assert_eq!(
+        core.ack_with_batch_size(t0, held[1].id, Some(3)),
+        Acked::AwaitingBatch { entry: id(5) }
+    );
+    assert_eq!(drain(&mut core), [], "the siblings are not acked");
+    // The entry comes back: the acked member is dropped, the others are
+    // handed out, and their acks complete the entry.
+    for i in 0..3 {
+        core.on_message(t0, batch_msg(5, i, 3)).unwrap();
+    }
+    let again: Vec<_> = std::iter::from_fn(|| core.pop_for_application(t0))
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(again, [member(5, 0), member(5, 2)]);
+    core.ack(t0, member(5, 0));
+    assert_eq!(drain(&mut core), []);
+    core.ack(t0, member(5, 2));
+    assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+}
+
+#[test]
+fn every_member_acked_after_a_reconnect_acks_the_entry_at_once() {
+    let t0 = crate::clock::now();
+    for batch_index_ack_enabled in [false, true] {
+        let config = CoreConfig {
+            batch_index_ack_enabled,
+            ..shared()
+        };
+        let mut core = core(config, t0);
+        for i in 0..2 {
+            deliver(&mut core, t0, batch_msg(5, i, 2));
+        }
+        core.on_reconnect();
+        drain(&mut core);
+        let first = core.ack_with_batch_size(t0, member(5, 0), Some(2));
+        let expected = if batch_index_ack_enabled {
+            // Member 1 still unacked: bit 1 set.
+            vec![A::Ack {
+                ids: vec![id(5)],
+                cumulative: false,
+                ack_set: Some(vec![0b10]),
+            }]
+        } else {
+            assert_eq!(first, Acked::AwaitingBatch { entry: id(5) });
+            vec![]
+        };
+        assert_eq!(drain(&mut core), expected);
+        assert_eq!(
+            core.ack_with_batch_size(t0, member(5, 1), Some(2)),
+            Acked::Queued
+        );
+        assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+        assert_eq!(core.footprint()[3], 0, "no batch state left");
+    }
+}
+
+#[test]
+fn a_member_of_an_unknown_entry_acked_without_its_batch_size_is_unrecorded() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    assert_eq!(core.ack(t0, member(9, 1)), Acked::Unrecorded);
+    assert_eq!(drain(&mut core), []);
 }

@@ -141,6 +141,7 @@ mod tests {
             sequence_id: 9,
             redelivery_count: 3,
             null_value: false,
+            batch_size: None,
             undecoded: None,
         }))
     }

@@ -42,6 +42,9 @@ pub(crate) struct MessageFields {
     pub(crate) sequence_id: u64,
     pub(crate) redelivery_count: u32,
     pub(crate) null_value: bool,
+    /// For a batch member, the size of its batch (an ack of it after a
+    /// reconnect needs it to leave the siblings unacked).
+    pub(crate) batch_size: Option<u32>,
     /// Set when the payload is handed over as it came (encrypted, or with
     /// an unknown codec).
     pub(crate) undecoded: Option<Box<Undecoded>>,
@@ -176,6 +179,7 @@ mod tests {
             sequence_id: 9,
             redelivery_count: 2,
             null_value: false,
+            batch_size: None,
             undecoded: None,
         }));
         assert_eq!(m.id().batch_index, 1);

@@ -32,7 +32,9 @@ mod position;
 mod reader;
 pub(crate) mod receive;
 mod retry;
+mod rewind;
 mod run;
+mod settled;
 mod subscribe;
 mod task;
 mod tick;
@@ -50,9 +52,9 @@ mod handle_tests;
 #[cfg(test)]
 mod proptests;
 
-pub use self::core::ConsumerCore;
+pub use self::core::{Acked, ConsumerCore};
 pub use actions::{Action, Incoming};
-pub use config::{CoreConfig, SubscriptionType};
+pub use config::{CoreConfig, DEFAULT_REWIND_MIN_DELAY, SubscriptionType};
 pub use dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
 pub use error::{ConfigError, CoreError};
 pub use nack::{NackPolicy, RedeliveryBackoff};
@@ -184,6 +186,8 @@ impl ConsumerBuilder {
         let partitions = task::expand(&self.client, topics).await?;
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
+        // Dropped half-way, this leaves nothing behind on the broker: what
+        // it subscribed is closed in the background (see attach.rs).
         let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
         let (commands, mailbox) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
@@ -260,8 +264,11 @@ impl Consumer {
     /// one FLOW once half the receiver queue has been taken.
     ///
     /// # Errors
-    /// [`ConsumerError::Closed`] once the consumer is closed;
-    /// [`ConsumerError::Lost`] if it lost its subscription for good;
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    /// [`ConsumerError::Lost`] once for each partition or topic (the
+    /// retry-letter topic too) whose subscription is given up for good (the
+    /// topic was deleted, say) while others go on: the next call receives
+    /// from the others. Once every one is given up, every call fails with it.
     /// [`ConsumerError::TaskFailed`] if its task panicked (the stream then
     /// yields that error, never a clean end);
     /// [`ConsumerError::Unreadable`] in place of a message this consumer
@@ -293,19 +300,28 @@ impl Consumer {
 
     /// Acknowledges `msg` so the subscription will not deliver it again.
     ///
-    /// A batch member's ack reaches the broker when every member of its
-    /// batch is acked (acking one member never acks its siblings). Without
-    /// ack receipts this returns once the ack is handed to the consumer's
-    /// task, which sends it before anything asked for later (a `close`
-    /// after it still sends it first); with them, once the broker confirmed
-    /// the ACK it led to (an ack that sends nothing yet, such as a member's
-    /// of an incomplete batch, returns at once).
+    /// Any message this consumer handed out can be acked, also after a
+    /// reconnect, a topic unload, an ack timeout, a nack or a rewind: ids
+    /// are positions, and the ack goes to the current subscription (a copy
+    /// redelivered meanwhile is not handed out again). A batch member's ack
+    /// reaches the broker when every member of its batch is acked (acking
+    /// one member never acks its siblings), or at once with batch index ack.
+    ///
+    /// Without ack receipts this returns once the ack is handed to the
+    /// consumer's task, which sends it before anything asked for later (a
+    /// `close` after it still sends it first). With them, it returns Ok only
+    /// once the broker confirmed the ACK that covers the message: while the
+    /// partition subscribes again it waits and the ACK goes out under the
+    /// new subscription; a batch member's waits for its batch's ACK.
     ///
     /// # Errors
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer,
-    /// [`ConsumerError::Closed`], or with receipts the broker's error.
+    /// [`ConsumerError::Closed`]; with receipts the broker's error,
+    /// [`ConsumerError::Lost`] if the partition lost its subscription for
+    /// good, and [`ConsumerError::AckNotSent`] if the consumer closed before
+    /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
-        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
@@ -313,6 +329,7 @@ impl Consumer {
             return self.send(task::Command::Ack {
                 topic,
                 id,
+                batch_size,
                 cumulative: false,
                 reply: None,
             });
@@ -320,6 +337,7 @@ impl Consumer {
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
+            batch_size,
             cumulative: false,
             reply: Some(reply),
         })
@@ -341,18 +359,21 @@ impl Consumer {
                 subscription: self.subscription_type,
             });
         }
-        let (topic, id) = (msg.0.topic.clone(), msg.0.id);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
+            batch_size,
             cumulative: true,
             reply: Some(reply),
         })
         .await
     }
 
-    /// Asks for `msg` again (now, or after the nack policy's delay); on
-    /// Exclusive and Failover the broker rewinds to the first unacked message.
+    /// Asks for `msg` again (now, or after the nack policy's delay). On
+    /// Exclusive and Failover the broker rewinds to the first unacked
+    /// message; that rewind waits until the messages already received are
+    /// handed out (see [`ConsumerBuilder::nack_policy`]).
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed.

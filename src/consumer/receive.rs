@@ -266,6 +266,7 @@ impl Entry<'_> {
             sequence_id: m.sequence_id,
             redelivery_count: self.redelivery_count,
             null_value: m.null_value(),
+            batch_size: None,
             undecoded: None,
         }))
     }
@@ -291,6 +292,7 @@ impl Entry<'_> {
             ),
             redelivery_count: self.redelivery_count,
             null_value: s.null_value.unwrap_or(false),
+            batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),
             undecoded: None,
         }))
     }

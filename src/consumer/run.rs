@@ -120,11 +120,26 @@ impl Consumer {
             return Err(ConsumerError::ZeroConcurrency);
         }
         let mut receiver = self.clone();
+        // Handler calls count against the concurrency; sending their outcome
+        // does not: with ack receipts, a batch member's ack waits for its
+        // siblings, which the next calls handle.
         let mut running = JoinSet::new();
+        let mut settling = JoinSet::new();
+        let settle = |settling: &mut JoinSet<()>, done| {
+            if let Ok((msg, called)) = done {
+                let consumer = self.clone();
+                settling.spawn(async move { consumer.settle(msg, called).await });
+            }
+        };
         let end = loop {
-            while running.try_join_next().is_some() {}
+            while settling.try_join_next().is_some() {}
+            while let Some(done) = running.try_join_next() {
+                settle(&mut settling, done);
+            }
             while running.len() >= options.concurrency {
-                running.join_next().await;
+                if let Some(done) = running.join_next().await {
+                    settle(&mut settling, done);
+                }
             }
             let msg = match receiver.receive().await {
                 Ok(msg) => msg,
@@ -132,10 +147,12 @@ impl Consumer {
                 Err(e) => break Err(e),
             };
             let call = tokio::spawn(handler(msg.clone()));
-            let consumer = self.clone();
-            running.spawn(async move { consumer.settle(msg, call.await).await });
+            running.spawn(async move { (msg, call.await) });
         };
-        while running.join_next().await.is_some() {}
+        while let Some(done) = running.join_next().await {
+            settle(&mut settling, done);
+        }
+        while settling.join_next().await.is_some() {}
         end
     }
 

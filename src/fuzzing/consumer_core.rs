@@ -186,7 +186,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
             }
             4 => {
                 if let Some((id, _)) = seen.pick(u)? {
-                    core.ack(now, id);
+                    let _ = core.ack(now, id);
                 }
             }
             5 => {
@@ -219,7 +219,12 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 }
             }
             9 => core.on_reconnect(),
-            _ => core.ack(now, MessageId::new(1, u.int_in_range(0..=12)?)),
+            _ => {
+                // Any id the application names is acked (ids are positions).
+                let id = MessageId::new(1, u.int_in_range(0..=12)?);
+                seen.entries.insert(id);
+                let _ = core.ack(now, id);
+            }
         }
         while let Some(action) = core.poll_action() {
             seen.check(action);

@@ -8,6 +8,7 @@ mod common;
 mod demo;
 mod failures;
 mod letters;
+mod nack_passes;
 mod perf;
 mod round_trip;
 mod secured;

@@ -202,6 +202,18 @@ impl TestBroker {
         }
     }
 
+    /// Unloads `topic` on Apache Pulsar (admin REST): the broker closes
+    /// its consumers and producers, which come back. pulsar-lite has no
+    /// unload: skip there first (`skip_unless(BrokerKind::Apache, ..)`).
+    pub async fn unload(&self, topic: &str) {
+        assert!(
+            self.own.is_none(),
+            "unload needs Apache Pulsar: skip_unless(BrokerKind::Apache, ..)"
+        );
+        let admin = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
+        super::admin::unload_topic(&admin, topic).await;
+    }
+
     /// Which broker this is.
     pub fn kind(&self) -> BrokerKind {
         if self.own.is_some() {

@@ -17,10 +17,16 @@ use pulsar_wire::{Client, ConsumerError, MessageId};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
 
+#[path = "consume_acks.rs"]
+mod acks;
 #[path = "consume_edges.rs"]
 mod edges;
+#[path = "consume_lifecycle.rs"]
+mod lifecycle;
 #[path = "consume_reconnect.rs"]
 mod reconnect;
+#[path = "consume_rewind.rs"]
+mod rewind;
 #[path = "consume_seek.rs"]
 mod seek;
 

@@ -4,15 +4,26 @@
 //! Subscribing again runs in the background ([`Resubscribes`], polled by the
 //! driver's loop), so receive, ack and close keep working meanwhile: one
 //! attempt at a time per partition, a fresh consumer id each time, the
-//! shared backoff (100 ms doubling to 60 s, jittered, reset after a
-//! success) and no limit on attempts while the consumer is open. Only a
-//! final refusal (topic or subscription gone, not allowed) gives a
-//! partition up; once all are given up, receivers get
-//! [`ConsumerError::Lost`].
+//! shared backoff (100 ms doubling to 60 s, jittered; it starts over only
+//! after a subscription that delivered messages or lived ten times the
+//! wait before it, 1 s at least, so a broker that closes every new
+//! subscription at once is not asked again every 100 ms) and no limit on attempts while the consumer
+//! is open. Only a final refusal (topic or subscription gone, not allowed)
+//! gives a partition up: the next receiver gets [`ConsumerError::Lost`]
+//! for it once, and once all are given up, every receiver does. A
+//! SUBSCRIBE that times out, or whose `subscribe()` is dropped half-way, is
+//! followed by CLOSE_CONSUMER for its id (and a dropped `subscribe()` closes
+//! what it already made), so a late success holds nothing on the broker.
 
 use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
 use super::*;
 use crate::connection::{BrokerHint, ConnectionError};
+/// How long a subscription must have lived for the resubscribe backoff to
+/// start over at its next loss: ten times the wait before it, at least 1 s.
+fn healthy_after(last_delay: Duration) -> Duration {
+    last_delay.saturating_mul(10).max(Duration::from_secs(1))
+}
+
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
     client: &Client,
@@ -54,6 +65,12 @@ async fn subscribe_on(
     conn.register_consumer(id, tx)
         .await
         .map_err(request_failed)?;
+    // Armed while the SUBSCRIBE may still succeed on the broker unseen:
+    // after a timeout, or when this future is dropped half-way.
+    let mut orphan = OrphanGuard {
+        conn: Some(conn.clone()),
+        id,
+    };
     let answer = conn
         .request("SUBSCRIBE", |request| {
             commands::subscribe(options.body(name, id, request, Some(epoch)))
@@ -61,7 +78,9 @@ async fn subscribe_on(
         .await;
     match answer {
         Ok(Response::Success(_)) => {}
+        Err(e @ ConnectionError::Timeout { .. }) => return Err(request_failed(e)),
         Ok(other) => {
+            orphan.conn = None;
             conn.unregister_consumer(id).await;
             return Err(ConsumerError::UnexpectedResponse {
                 op: "SUBSCRIBE",
@@ -70,12 +89,55 @@ async fn subscribe_on(
             });
         }
         Err(e) => {
+            orphan.conn = None;
             conn.unregister_consumer(id).await;
             return Err(request_failed(e));
         }
     }
+    orphan.conn = None;
     debug!(topic = name, consumer = id.0, "subscribed");
     Ok((conn, id, rx))
+}
+
+/// The subscriptions a `subscribe()` made so far: closed in the background
+/// if it is dropped before it finished (emptied once it did).
+struct SubscribedGuard(Vec<(Connection, ConsumerId)>);
+
+impl Drop for SubscribedGuard {
+    fn drop(&mut self) {
+        let made = std::mem::take(&mut self.0);
+        if made.is_empty() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for (conn, id) in made {
+                    close_orphan(&conn, id).await;
+                }
+            });
+        }
+    }
+}
+
+/// A subscription the broker may make without the consumer knowing (its
+/// SUBSCRIBE timed out, or its caller went away): while armed (`conn` set),
+/// dropping it closes consumer `id` on `conn` in the background, after the
+/// late SUBSCRIBE on the same connection, so it holds nothing on the broker
+/// (an Exclusive subscription least of all).
+struct OrphanGuard {
+    conn: Option<Connection>,
+    id: ConsumerId,
+}
+
+impl Drop for OrphanGuard {
+    fn drop(&mut self) {
+        let (Some(conn), id) = (self.conn.take(), self.id) else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { close_orphan(&conn, id).await });
+        }
+    }
 }
 
 impl Driver {
@@ -86,6 +148,7 @@ impl Driver {
         topics: Vec<TopicName>,
         activity: watch::Sender<Activity>,
     ) -> Result<Self, ConsumerError> {
+        let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
@@ -95,7 +158,13 @@ impl Driver {
             activity,
             resubscribes: Resubscribes::default(),
             started: clock::now(),
+            ack_tokens: 0,
+            acks_landed_tx,
+            acks_landed,
+            lost_reports: VecDeque::new(),
         };
+        // If this future is dropped half-way, what it subscribed is closed.
+        let mut made = SubscribedGuard(Vec::new());
         for topic in topics {
             let core = ConsumerCore::new(driver.settings.core.clone())?;
             let name: Arc<str> = topic.as_str().into();
@@ -122,17 +191,24 @@ impl Driver {
                     core,
                     grouped: Vec::new(),
                     flush_at: None,
+                    acks: Default::default(),
+                    subscribed_at: clock::now(),
+                    delivered: false,
                     lost: false,
                 }),
                 Err(e) => {
+                    made.0.clear();
                     driver.close_all().await;
                     return Err(e);
                 }
             }
+            let sub = &driver.subs[index];
+            made.0.push((sub.conn.clone(), sub.id));
             let now = clock::now();
             driver.subs[index].core.on_subscribed(now);
-            driver.run_actions(index, None).await;
+            driver.run_actions(index).await;
         }
+        made.0.clear();
         Ok(driver)
     }
 
@@ -188,6 +264,21 @@ impl Driver {
         sub.core.on_reconnect();
         sub.chunks.restart();
         sub.generation += 1;
+        // The backoff starts over only after a subscription that lived
+        // well or delivered messages: a broker that closes every new
+        // subscription at once gets attempts ever further apart, not one
+        // every 100 ms.
+        let waited = self.resubscribes.last_delay.get(&index).copied();
+        let lived = sub.subscribed_at.elapsed() >= healthy_after(waited.unwrap_or_default());
+        if lived || sub.delivered {
+            if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
+                backoff.reset();
+            }
+        }
+        // ACKs in flight may have missed the consumer: sent again after the
+        // subscribe, as are grouped acks (under the new consumer id).
+        sub.acks.requeue_in_flight();
+        sub.flush_at = None;
         if !sub.conn.is_closed() {
             // TOPIC_MIGRATED leaves the registration in place.
             sub.conn.unregister_consumer(sub.id).await;
@@ -204,6 +295,7 @@ impl Driver {
             .entry(index)
             .or_default()
             .next_delay();
+        self.resubscribes.last_delay.insert(index, delay);
         let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
         options.start_message_id = sub.position.start_id().or(options.start_message_id);
         let (topic, generation, epoch) =
@@ -241,12 +333,13 @@ impl Driver {
                 sub.conn = conn;
                 sub.id = id;
                 sub.lost = false;
-                sub.core.on_subscribed(clock::now());
-                if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
-                    backoff.reset();
-                }
+                sub.subscribed_at = clock::now();
+                sub.delivered = false;
+                sub.core.on_subscribed(sub.subscribed_at);
                 self.listen(index, generation, rx);
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
+                self.flush_acks(index).await;
+                self.resend_acks(index);
             }
             Err(e) if retryable(&e) => {
                 debug!(topic = %sub.name, error = %e, "subscribing again failed; will retry");
@@ -255,6 +348,20 @@ impl Driver {
             Err(e) => {
                 warn!(topic = %sub.name, error = %e, "subscription given up");
                 sub.lost = true;
+                // Receivers hear of it once; every receive fails once all
+                // are gone (see `all_lost`).
+                let others_live = self.subs.iter().any(|s| !s.lost);
+                let sub = &mut self.subs[index];
+                let attempts = self.resubscribes.attempts(index);
+                let topic = sub.name.to_string();
+                sub.acks.fail_all(|| ConsumerError::Lost {
+                    topic: topic.clone(),
+                    attempts,
+                });
+                if others_live {
+                    self.lost_reports
+                        .push_back(ConsumerError::Lost { topic, attempts });
+                }
             }
         }
     }
@@ -297,6 +404,31 @@ impl Driver {
         self.detach_all(true).await;
     }
 
+    /// Before a close: acks still to send wait (bounded by the operation
+    /// timeout) for a partition that subscribes again, so they go out under
+    /// its new consumer id; then ACK requests in flight get their answers.
+    pub(super) async fn deliver_pending_acks(&mut self) {
+        let waiting = self.subs.iter().enumerate().any(|(index, sub)| {
+            self.resubscribes.is_running(index)
+                && !sub.lost
+                && (!sub.grouped.is_empty() || !sub.acks.is_empty() || sub.core.has_queued_acks())
+        });
+        if waiting {
+            if let Err(e) = self.settle_resubscribes("ACK").await {
+                debug!(error = %e, "acks not sent before the close");
+            }
+        }
+        self.settle_acks().await;
+    }
+
+    /// The error for sub `index` once it lost its subscription for good.
+    pub(super) fn lost_error(&self, index: usize) -> ConsumerError {
+        ConsumerError::Lost {
+            topic: self.subs[index].name.to_string(),
+            attempts: self.resubscribes.attempts(index),
+        }
+    }
+
     /// Stops routing to every consumer, after CLOSE_CONSUMER if `close`
     /// (not after UNSUBSCRIBE: pulsar-lite answers a command for an unknown
     /// consumer by closing the whole shared connection).
@@ -316,6 +448,12 @@ impl Driver {
                     .await;
             }
             sub.conn.unregister_consumer(sub.id).await;
+        }
+        for sub in &mut self.subs {
+            let topic = sub.name.to_string();
+            sub.acks.fail_all(|| ConsumerError::AckNotSent {
+                topic: topic.clone(),
+            });
         }
         for reply in self.waiting.drain(..) {
             let _ = reply.send(Err(ConsumerError::Closed));

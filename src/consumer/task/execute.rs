@@ -5,18 +5,16 @@
 use super::*;
 
 impl Driver {
-    /// Carries out what sub `index`'s core queued. `reply` is an ack's: it
-    /// is answered by the first ack sent (after its ACK_RESPONSE, with
-    /// receipts), or at once if the ack sent nothing yet.
-    pub(super) async fn run_actions(&mut self, index: usize, mut reply: Option<Reply<()>>) {
+    /// Carries out what sub `index`'s core queued. Nothing while it
+    /// subscribes again: the actions wait in the core (acks are kept across
+    /// a reconnect) for the new consumer id. With receipts, the ACKs of this
+    /// pass answer the acks waiting for them (see `acks.rs`).
+    pub(super) async fn run_actions(&mut self, index: usize) {
         if self.resubscribes.is_running(index) {
-            // Subscribing again: the actions wait in the core for the new
-            // consumer id (acks are kept across a reconnect).
-            if let Some(reply) = reply {
-                let _ = reply.send(Ok(()));
-            }
             return;
         }
+        let receipts = self.settings.ack_receipts;
+        let mut flight = acks::Flight::default();
         let sub = &mut self.subs[index];
         while let Some(action) = sub.core.poll_action() {
             // A chunked message's ack or redelivery names all its chunks.
@@ -42,6 +40,9 @@ impl Driver {
                     } else {
                         AckType::Individual
                     };
+                    if receipts {
+                        flight.replies.extend(sub.acks.covered(&ids, cumulative));
+                    }
                     let partition = sub.partition;
                     let ack_set_is_none = ack_set.is_none();
                     let ids = ids.into_iter().map(move |m| {
@@ -52,31 +53,8 @@ impl Driver {
                         data
                     });
                     let ids: Vec<_> = ids.collect();
-                    if self.settings.ack_receipts {
-                        let conn = conn.clone();
-                        let topic = sub.name.to_string();
-                        let waiter = reply.take();
-                        tokio::spawn(async move {
-                            let mut result = Ok(());
-                            for run in commands::split_ids(ids) {
-                                let answer = conn
-                                    .request("ACK", |request| {
-                                        commands::ack(id, run, kind, Some(request))
-                                    })
-                                    .await;
-                                if let Err(source) = answer {
-                                    result = Err(ConsumerError::Request {
-                                        op: "ACK",
-                                        topic,
-                                        source,
-                                    });
-                                    break;
-                                }
-                            }
-                            if let Some(waiter) = waiter {
-                                let _ = waiter.send(result);
-                            }
-                        });
+                    if receipts {
+                        flight.acks.push(acks::WireAck { ids, kind });
                         Ok(())
                     } else if let Some(group) = self
                         .settings
@@ -123,9 +101,13 @@ impl Driver {
                 debug!(topic = %sub.name, error = %e, "control command not sent");
             }
         }
-        if let Some(reply) = reply {
-            let _ = reply.send(Ok(()));
+        if flight.acks.is_empty() {
+            // Nothing sent: the replies wait (they come with an ACK).
+            sub.acks.next.append(&mut flight.replies);
+            return;
         }
+        flight.replies.append(&mut sub.acks.next);
+        self.send_flight(index, flight);
     }
 
     async fn request_each(
@@ -187,6 +169,8 @@ impl Driver {
                     topic: sub.name.to_string(),
                     source,
                 })?;
+            // A seek brings acked messages back on purpose.
+            self.subs[index].core.on_seek();
             self.restart_at(index, boundary).await;
         }
         Ok(())
@@ -271,9 +255,15 @@ impl Driver {
     }
 
     /// Sends the grouped individual acks of sub `index` in one ACK frame.
+    /// Not while it subscribes again: they go out under the new consumer
+    /// id once subscribed (never with the old id on the old connection).
     pub(super) async fn flush_acks(&mut self, index: usize) {
+        let resubscribing = self.resubscribes.is_running(index);
         let sub = &mut self.subs[index];
         sub.flush_at = None;
+        if resubscribing {
+            return;
+        }
         if sub.grouped.is_empty() {
             return;
         }

@@ -139,7 +139,7 @@ impl Driver {
             }
         };
         sub.core.on_dead_letter_result(origin, result);
-        self.run_actions(index, None).await;
+        self.run_actions(index).await;
         for (index, consumer, permits) in self.settings.forwards.release() {
             // A sub subscribed again since was granted its whole queue anew.
             let Some(sub) = self.subs.get(index).filter(|s| s.id == consumer) else {

@@ -6,6 +6,7 @@
 //! `attach.rs` subscribes (and subscribes again), `execute.rs` turns the
 //! cores' actions and the handle's requests into commands on the wire.
 
+mod acks;
 mod attach;
 mod chunked;
 mod execute;
@@ -31,7 +32,7 @@ use super::message::Message;
 use super::position::Position;
 use super::receive::{self, Delivery};
 use super::subscribe::SubscribeOptions;
-use super::{Action, ConsumerCore, CoreConfig, CoreError, Incoming};
+use super::{Acked, Action, ConsumerCore, CoreConfig, CoreError, Incoming};
 use crate::MessageId;
 use crate::client::{Client, TopicName};
 use crate::clock;
@@ -53,10 +54,12 @@ pub(crate) enum Command {
     Receive(Reply<Message>),
     /// Hand the next message over if one is queued now.
     TryReceive(Reply<Option<Message>>),
-    /// Ack `id` (of `topic`), individually or cumulatively.
+    /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
+    /// cumulatively.
     Ack {
         topic: Arc<str>,
         id: MessageId,
+        batch_size: Option<u32>,
         cumulative: bool,
         /// `None`: nobody waits for the outcome.
         reply: Option<Reply<()>>,
@@ -101,6 +104,12 @@ struct Sub {
     /// Individual acks held for one grouped ACK frame, and when it goes.
     grouped: Vec<crate::proto::MessageIdData>,
     flush_at: Option<std::time::Instant>,
+    /// Acks someone waits for (with receipts), and ACKs to send again.
+    acks: acks::AckWaiters,
+    /// When the current subscription was made, and whether it delivered
+    /// anything: the backoff starts over after one that lived well or did.
+    subscribed_at: std::time::Instant,
+    delivered: bool,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     lost: bool,
 }
@@ -137,6 +146,14 @@ pub(crate) struct Driver {
     /// When the task started: the instant the cores get when they do not
     /// use the clock (see [`Driver::core_now`]).
     started: std::time::Instant,
+    /// ACK requests (with receipts): the next flight's token, and where
+    /// their outcomes come back.
+    ack_tokens: u64,
+    acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
+    acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
+    /// Partitions given up for good while others go on: each is reported
+    /// once, to the next receiver.
+    lost_reports: VecDeque<ConsumerError>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -204,6 +221,7 @@ impl Driver {
                     }
                     None => {
                         self.settle_forwards().await;
+                        self.deliver_pending_acks().await;
                         self.close_all().await;
                         self.settings.forwards.close().await;
                         return;
@@ -215,6 +233,7 @@ impl Driver {
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
                 }
+                Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
@@ -223,7 +242,7 @@ impl Driver {
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
                         self.expire_chunks(index, now).await;
-                        self.run_actions(index, None).await;
+                        self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;
                         }
@@ -239,6 +258,10 @@ impl Driver {
         match command {
             Command::Receive(reply) => self.waiting.push_back(reply),
             Command::TryReceive(reply) => {
+                if let Some(lost) = self.lost_reports.pop_front() {
+                    let _ = reply.send(Err(lost));
+                    return false;
+                }
                 let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
                     (message, _) => message.transpose(),
@@ -248,9 +271,10 @@ impl Driver {
             Command::Ack {
                 topic,
                 id,
+                batch_size,
                 cumulative,
                 reply,
-            } => self.ack(&topic, id, cumulative, reply).await,
+            } => self.ack(&topic, id, batch_size, cumulative, reply).await,
             Command::Nack {
                 topic,
                 id,
@@ -260,7 +284,7 @@ impl Driver {
                     self.subs[index]
                         .core
                         .nack(clock::now(), id, redelivery_count);
-                    self.run_actions(index, None).await;
+                    self.run_actions(index).await;
                 }
             }
             Command::Seek(target, reply) => {
@@ -285,6 +309,7 @@ impl Driver {
             }
             Command::Close(reply) => {
                 self.settle_forwards().await;
+                self.deliver_pending_acks().await;
                 self.close_all().await;
                 self.settings.forwards.close().await;
                 let _ = reply.send(Ok(()));
@@ -298,10 +323,14 @@ impl Driver {
         self.subs.iter().position(|s| &*s.name == topic)
     }
 
+    /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
+    /// that covers it (see `acks.rs`), otherwise it is answered once the
+    /// ack is handed to the core, which keeps it until it can be sent.
     async fn ack(
         &mut self,
         topic: &str,
         id: MessageId,
+        batch_size: Option<u32>,
         cumulative: bool,
         reply: Option<Reply<()>>,
     ) {
@@ -318,22 +347,45 @@ impl Driver {
             return;
         };
         let now = self.core_now();
-        let core = &mut self.subs[index].core;
-        if cumulative {
-            if let Err(e) = core.ack_cumulative(now, id) {
-                let error = match e {
-                    CoreError::CumulativeAckNotAllowed { subscription } => {
-                        ConsumerError::CumulativeAckNotAllowed { subscription }
-                    }
-                    other => ConsumerError::Core(other),
-                };
-                answer(reply, error);
-                return;
+        let sub = &mut self.subs[index];
+        let acked = if cumulative {
+            match sub.core.ack_cumulative_with_batch_size(now, id, batch_size) {
+                Ok(acked) => acked,
+                Err(e) => {
+                    let error = match e {
+                        CoreError::CumulativeAckNotAllowed { subscription } => {
+                            ConsumerError::CumulativeAckNotAllowed { subscription }
+                        }
+                        other => ConsumerError::Core(other),
+                    };
+                    answer(reply, error);
+                    return;
+                }
             }
         } else {
-            core.ack(now, id);
+            sub.core.ack_with_batch_size(now, id, batch_size)
+        };
+        if let Some(reply) = reply {
+            match acked {
+                _ if !self.settings.ack_receipts => {
+                    let _ = reply.send(Ok(()));
+                }
+                _ if sub.lost => {
+                    let _ = reply.send(Err(self.lost_error(index)));
+                    return;
+                }
+                Acked::Queued => sub.acks.next.push(reply),
+                Acked::AwaitingBatch { entry } => {
+                    sub.acks.by_entry.entry(entry).or_default().push(reply);
+                }
+                Acked::Unrecorded => {
+                    let _ = reply.send(Err(ConsumerError::AckNotSent {
+                        topic: topic.to_owned(),
+                    }));
+                }
+            }
         }
-        self.run_actions(index, reply).await;
+        self.run_actions(index).await;
     }
 
     /// The instant for the cores' calls: the clock when they use it (an
@@ -354,6 +406,10 @@ impl Driver {
         let mut now = None;
         while let Some(reply) = self.waiting.pop_front() {
             if reply.is_closed() {
+                continue;
+            }
+            if let Some(lost) = self.lost_reports.pop_front() {
+                let _ = reply.send(Err(lost));
                 continue;
             }
             let at = match now {
@@ -403,7 +459,7 @@ impl Driver {
                     .position
                     .handed_out(incoming.id, incoming.batch_size);
                 self.next_sub = (index + 1) % n;
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
                 let message = incoming.message;
                 return Some(match message.unreadable() {
                     None => Ok(message),
@@ -417,6 +473,10 @@ impl Driver {
                     }
                 });
             }
+        }
+        // Finding every queue empty may let a coalesced rewind go out.
+        for index in 0..n {
+            self.run_actions(index).await;
         }
         None
     }
@@ -437,6 +497,7 @@ impl Driver {
                 consumer_epoch,
                 payload,
             } => {
+                sub.delivered = true;
                 let Some((message_id, payload)) = self
                     .assemble(index, message_id, consumer_epoch, payload)
                     .await
@@ -497,7 +558,7 @@ impl Driver {
                         .send_control(commands::flow(sub.id, lost_permits))
                         .await;
                 }
-                self.run_actions(index, None).await;
+                self.run_actions(index).await;
             }
             ConsumerEvent::ActiveConsumerChange { is_active } => {
                 let name = sub.name.clone();

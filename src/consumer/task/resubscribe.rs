@@ -25,6 +25,8 @@ pub(super) struct Resubscribes {
     tx: mpsc::UnboundedSender<Outcome>,
     rx: mpsc::UnboundedReceiver<Outcome>,
     pub(super) backoff: HashMap<usize, Backoff>,
+    /// The last delay each partition waited before subscribing again.
+    pub(super) last_delay: HashMap<usize, Duration>,
     /// Subs between losing their subscription and getting it back.
     pub(super) running: std::collections::HashSet<usize>,
 }
@@ -36,6 +38,7 @@ impl Default for Resubscribes {
             tx,
             rx,
             backoff: HashMap::new(),
+            last_delay: HashMap::new(),
             running: std::collections::HashSet::new(),
         }
     }
@@ -114,9 +117,9 @@ pub(super) async fn close_orphan(conn: &Connection, id: ConsumerId) {
     conn.unregister_consumer(id).await;
 }
 
-/// Whether a failed subscribe is worth another attempt: not when the broker
-/// refuses for good (topic or subscription gone, not allowed, bad
-/// credentials); yes for lost connections, timeouts, a busy consumer.
+/// Whether a failed subscribe *again* is worth another attempt: not when the
+/// broker refuses for good (topic or subscription gone, not allowed); yes
+/// for lost connections, timeouts, a busy consumer, and refused credentials.
 pub(super) fn retryable(err: &ConsumerError) -> bool {
     let source = match err {
         ConsumerError::Request { source, .. } => source,
@@ -129,13 +132,14 @@ pub(super) fn retryable(err: &ConsumerError) -> bool {
         ConsumerError::UnexpectedResponse { .. } => return true,
         _ => return false,
     };
+    // Credentials refused while subscribing *again* are retried: a rotated
+    // token may reach the client seconds later. (The first subscribe never
+    // comes here: its refusal is final.)
     !matches!(
         source,
         ConnectionError::Server {
             code: ServerError::TopicNotFound
                 | ServerError::SubscriptionNotFound
-                | ServerError::AuthenticationError
-                | ServerError::AuthorizationError
                 | ServerError::NotAllowedError
                 | ServerError::IncompatibleSchema
                 | ServerError::InvalidTopicName
@@ -178,10 +182,11 @@ mod tests {
                 source: ConnectionError::Closed,
             },
         }));
+        assert!(retryable(&refused(ServerError::AuthenticationError)));
+        assert!(retryable(&refused(ServerError::AuthorizationError)));
         for code in [
             ServerError::TopicNotFound,
             ServerError::SubscriptionNotFound,
-            ServerError::AuthorizationError,
             ServerError::TopicTerminatedError,
         ] {
             assert!(!retryable(&refused(code)), "{code:?}");

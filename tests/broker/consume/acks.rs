@@ -329,3 +329,51 @@ async fn ack_members_raw(client: &Client, topic: &str, entry: MessageId, ack_set
     .expect("close consumer");
     conn.unregister_consumer(id).await;
 }
+
+#[tokio::test]
+async fn acks_with_receipts_after_a_topic_unload_are_not_lost() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite has no topic unload (no broker-initiated close)",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("acks after an unload", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-unload");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        let texts: Vec<String> = (0..50).map(|i| format!("u{i:02}")).collect();
+        for t in &texts {
+            producer.send(t).await;
+        }
+        let mut consumer = client
+            .consumer(&topic, "s")
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            .ack_receipts(true)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let first = take(&mut consumer, 50).await;
+        // The broker closes the consumer; it subscribes again and the broker
+        // dispatches the 50 unacked messages to the new consumer.
+        broker.unload(&topic).await;
+        for m in &first {
+            consumer.ack(m).await.expect("ack confirmed by the broker");
+        }
+        // The unload closed the raw producer too: a fresh one for the end.
+        let mut producer = RawProducer::create(&client, &topic).await;
+        producer.send("sentinel").await;
+        loop {
+            let m = consumer.receive().await.expect("receive");
+            let t = text(&m);
+            assert!(!texts.contains(&t), "{t} came back although it was acked");
+            if t == "sentinel" {
+                break;
+            }
+        }
+        consumer.close().await.expect("close");
+    })
+    .await;
+}

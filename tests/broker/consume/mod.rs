@@ -13,6 +13,7 @@ mod random_run;
 mod reader;
 mod redelivery;
 mod retry;
+mod rewind;
 mod seek;
 
 use std::collections::BTreeSet;

@@ -1,0 +1,210 @@
+//! A consumer's life on the broker, against the scripted broker (paused
+//! clock): nothing left behind by a SUBSCRIBE that timed out, a failed
+//! partitioned subscribe or a dropped `subscribe()`; a broker that closes
+//! every new subscription at once meets a growing backoff; credentials
+//! refused while subscribing again are retried; a partition given up is
+//! reported once while the others go on.
+
+use super::reconnect::{answer_lookup_here, close_consumer};
+use super::*;
+
+const OTHER: &str = "persistent://public/default/scripted-other";
+
+/// Subscribes in a task of its own (a client of the scripted network,
+/// the builder set up by `setup`), so the test can play the broker.
+fn subscribing(
+    net: &FakeNetwork,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder + Send + 'static,
+) -> tokio::task::JoinHandle<Result<Consumer, ConsumerError>> {
+    init_tracing();
+    let net = net.clone();
+    tokio::spawn(async move {
+        let client = Client::builder()
+            .service_url(format!("pulsar://{SERVICE}"))
+            .connector(net)
+            .build()
+            .await
+            .expect("client");
+        setup(client.consumer(TOPIC, "sub")).subscribe().await
+    })
+}
+
+/// Expects a CLOSE_CONSUMER, answers it; returns its consumer id.
+async fn expect_close(broker: &mut FakeBroker) -> u64 {
+    let close = broker.expect(Type::CloseConsumer).await;
+    let body = close.command.close_consumer.as_ref().expect("body");
+    broker.send(answer::success(body.request_id)).await;
+    body.consumer_id
+}
+
+/// Answers PARTITIONED_METADATA with `partitions`.
+async fn metadata(broker: &mut FakeBroker, partitions: u32) {
+    let meta = broker.expect(Type::PartitionedMetadata).await;
+    broker
+        .send(answer::partitions(request_id(&meta), partitions))
+        .await;
+}
+
+/// Answers LOOKUP here; returns the SUBSCRIBE's consumer and request ids.
+async fn lookup_then_subscribe(broker: &mut FakeBroker) -> (u64, u64) {
+    let lookup = broker.expect(Type::Lookup).await;
+    answer_lookup_here(broker, &lookup).await;
+    let subscribe = broker.expect(Type::Subscribe).await;
+    let body = subscribe.command.subscribe.as_ref().expect("body");
+    (body.consumer_id, body.request_id)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscribe_that_times_out_is_closed_on_the_broker() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("subscribe timeout", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        let (id, _) = lookup_then_subscribe(&mut broker).await;
+        // No answer: the client times out, then closes what the broker may
+        // still make of it.
+        assert_eq!(expect_close(&mut broker).await, id);
+        let result = subscribing.await.expect("task");
+        assert!(
+            matches!(
+                result,
+                Err(ConsumerError::Request {
+                    op: "SUBSCRIBE",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_subscribe_leaves_nothing_behind() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("dropped subscribe", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        let (id, request) = lookup_then_subscribe(&mut broker).await;
+        subscribing.abort();
+        let _ = subscribing.await;
+        // The broker makes the subscription after all: it is closed.
+        broker.send(answer::success(request)).await;
+        assert_eq!(expect_close(&mut broker).await, id);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_subscribe_with_one_refusal_closes_the_partitions_it_made() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("partial partitioned subscribe", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 2).await;
+        let (first, request) = lookup_then_subscribe(&mut broker).await;
+        broker.send(answer::success(request)).await;
+        broker.expect(Type::Flow).await;
+        let (_, request) = lookup_then_subscribe(&mut broker).await;
+        let busy = answer::error(request, ServerError::ConsumerBusy, "exclusive");
+        broker.send(busy).await;
+        assert_eq!(expect_close(&mut broker).await, first);
+        let result = subscribing.await.expect("task");
+        assert!(result.is_err(), "{result:?}");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_broker_that_closes_every_new_subscription_meets_a_growing_backoff() {
+    let net = FakeNetwork::new();
+    guard("close ping-pong", async {
+        let (_consumer, mut broker, mut id) = subscribed(&net, SubscriptionType::Shared).await;
+        let start = tokio::time::Instant::now();
+        for _ in 0..6 {
+            broker.send(close_consumer(id)).await;
+            let (again, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::success(request)).await;
+            broker.expect(Type::Flow).await;
+            id = again;
+        }
+        // 100 ms doubling (jittered), not 100 ms every time: 6 rounds take
+        // several seconds (6.3 s without jitter), not 0.6 s.
+        let took = start.elapsed();
+        assert!(took > Duration::from_secs(3), "6 rounds in {took:?}");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn credentials_refused_while_subscribing_again_are_retried() {
+    let net = FakeNetwork::new();
+    guard("auth refused on resubscribe", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        broker.send(close_consumer(id)).await;
+        for code in [
+            ServerError::AuthenticationError,
+            ServerError::AuthorizationError,
+        ] {
+            let (_, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::error(request, code, "token")).await;
+        }
+        // The rotated token arrived: the third attempt succeeds.
+        let (again, request) = lookup_then_subscribe(&mut broker).await;
+        broker.send(answer::success(request)).await;
+        broker.expect(Type::Flow).await;
+        broker
+            .send_frame(message(again, 5, "back", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("receive");
+        assert_eq!(m.id(), MessageId::new(1, 5));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_topic_given_up_is_reported_once_and_the_others_go_on() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("one topic lost", async {
+        let subscribing = subscribing(&net, |b| {
+            b.topic(OTHER).subscription_type(SubscriptionType::Shared)
+        });
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        metadata(&mut broker, 0).await;
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (id, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::success(request)).await;
+            broker.expect(Type::Flow).await;
+            ids.push(id);
+        }
+        let mut consumer = subscribing.await.expect("task").expect("subscribed");
+        // The other topic is deleted: its consumer is closed and it is gone.
+        broker.send(close_consumer(ids[1])).await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let gone = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
+        broker.send(gone).await;
+        let lost = consumer.receive().await;
+        assert!(
+            matches!(&lost, Err(ConsumerError::Lost { topic, .. }) if topic == OTHER),
+            "{lost:?}"
+        );
+        broker
+            .send_frame(message(ids[0], 8, "still here", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("the first topic goes on");
+        assert_eq!(m.id(), MessageId::new(1, 8));
+    })
+    .await;
+}
