@@ -8,7 +8,10 @@
 //! uuid and, on the last one, hands back the whole payload under the id of
 //! the first chunk, as the Java client's `ChunkMessageId`; it remembers
 //! every chunk id of that message so that [`expand`](ChunkAssembler::expand)
-//! turns an ack or redelivery of the message into one of all its chunks.
+//! turns an ack or redelivery of the message into one of all its chunks,
+//! on this connection or the next (a reconnect or rewind drops only what
+//! is being assembled), until it is acked; at most
+//! [`MAX_REMEMBERED_CHUNKED_MESSAGES`] are remembered, oldest forgotten first.
 //!
 //! As the Java client (`ConsumerImpl.processMessageChunk`):
 //! - at most `max_pending` messages are being assembled; a new first chunk
@@ -26,7 +29,7 @@
 //!
 //! Every chunk but the one completing a message gives its permit back.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -41,6 +44,14 @@ pub const DEFAULT_MAX_PENDING_CHUNKED_MESSAGES: usize = 10;
 
 /// The Java client's `expireTimeOfIncompleteChunkedMessage` default.
 pub const DEFAULT_INCOMPLETE_CHUNK_EXPIRY: Duration = Duration::from_secs(60);
+
+/// At most this many assembled messages have their chunk ids remembered
+/// for an ack: handed out or queued and not acked yet, or asked for again
+/// and gone to another consumer. Past it the oldest assembled is forgotten;
+/// an ack of that one names its first chunk only, and its other chunks
+/// come back as chunks of no message, acked once the message is older than
+/// the incomplete-message expiry (held for the ack timeout without one).
+pub(crate) const MAX_REMEMBERED_CHUNKED_MESSAGES: usize = 10_000;
 
 /// How much larger than its (compressed) bytes an assembled message may
 /// decompress: an entry is limited by the broker's `max_message_size`, a
@@ -152,8 +163,13 @@ pub(crate) struct ChunkAssembler {
     /// Uuids being assembled, oldest first chunk first.
     order: VecDeque<String>,
     /// Every chunk id of each assembled message, by its first chunk's id,
-    /// until it is acked.
-    assembled: HashMap<MessageId, Vec<MessageId>>,
+    /// until it is acked (or forgotten past the bound, see
+    /// [`MAX_REMEMBERED_CHUNKED_MESSAGES`]), with its place in `assembly`.
+    assembled: HashMap<MessageId, (u64, Vec<MessageId>)>,
+    /// The first chunk ids of `assembled`, in the order of assembly.
+    assembly: BTreeMap<u64, MessageId>,
+    next_assembly: u64,
+    remembered_max: usize,
     /// Whether `assembled` is kept (off for a reader, which never acks).
     remember: bool,
     released: Vec<Released>,
@@ -166,6 +182,9 @@ impl ChunkAssembler {
             pending: HashMap::new(),
             order: VecDeque::new(),
             assembled: HashMap::new(),
+            assembly: BTreeMap::new(),
+            next_assembly: 0,
+            remembered_max: MAX_REMEMBERED_CHUNKED_MESSAGES,
             remember: true,
             released: Vec::new(),
         }
@@ -224,12 +243,35 @@ impl ChunkAssembler {
         }
         let first = done.ids[0];
         if self.remember {
-            self.assembled.insert(first, done.ids);
+            self.remember_chunks(first, done.ids);
         }
         Some(Assembled {
             first,
             data: data.freeze(),
         })
+    }
+
+    /// Keeps the chunk ids of the message `first` names, forgetting the
+    /// oldest assembled past the bound.
+    fn remember_chunks(&mut self, first: MessageId, ids: Vec<MessageId>) {
+        self.forget(first);
+        let place = self.next_assembly;
+        self.next_assembly += 1;
+        self.assembled.insert(first, (place, ids));
+        self.assembly.insert(place, first);
+        while self.assembled.len() > self.remembered_max {
+            let Some((_, oldest)) = self.assembly.pop_first() else {
+                break;
+            };
+            self.assembled.remove(&oldest);
+        }
+    }
+
+    /// Forgets the chunk ids of the message `first` names.
+    fn forget(&mut self, first: MessageId) -> Option<Vec<MessageId>> {
+        let (place, ids) = self.assembled.remove(&first)?;
+        self.assembly.remove(&place);
+        Some(ids)
     }
 
     /// A first chunk: a new message, or the producer sending it again.
@@ -326,7 +368,9 @@ impl ChunkAssembler {
 
     /// The subscription starts over (a reconnect, or a rewind on Exclusive
     /// or Failover): every unacked chunk comes again, so what was being
-    /// assembled is dropped, and nothing is acked.
+    /// assembled is dropped, and nothing is acked. The chunk ids of the
+    /// messages assembled before stay: an application may ack those it
+    /// holds on any connection, and the ack must name every chunk.
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
         self.order.clear();
@@ -359,9 +403,17 @@ impl ChunkAssembler {
                 ack_set,
             } => {
                 let upto = ids.iter().copied().max();
-                let last = upto.and_then(|u| self.assembled.get(&u)?.last().copied());
+                let last = upto.and_then(|u| self.assembled.get(&u)?.1.last().copied());
                 if let Some(upto) = upto {
-                    self.assembled.retain(|first, _| *first > upto);
+                    let covered: Vec<_> = self
+                        .assembled
+                        .keys()
+                        .filter(|f| **f <= upto)
+                        .copied()
+                        .collect();
+                    for first in covered {
+                        self.forget(first);
+                    }
                 }
                 let ids = match last {
                     Some(last) => vec![last],
@@ -386,9 +438,9 @@ impl ChunkAssembler {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let chunks = if forget {
-                self.assembled.remove(&id)
+                self.forget(id)
             } else {
-                self.assembled.get(&id).cloned()
+                self.assembled.get(&id).map(|(_, ids)| ids.clone())
             };
             match chunks {
                 Some(chunks) => out.extend(chunks),
@@ -407,7 +459,15 @@ impl ChunkAssembler {
     /// Assembled messages whose chunk ids are remembered.
     #[cfg(test)]
     pub(crate) fn assembled(&self) -> usize {
+        debug_assert_eq!(self.assembled.len(), self.assembly.len());
         self.assembled.len()
+    }
+
+    /// The same, remembering at most `max` assembled messages.
+    #[cfg(test)]
+    pub(crate) fn remembering_at_most(mut self, max: usize) -> Self {
+        self.remembered_max = max;
+        self
     }
 }
 

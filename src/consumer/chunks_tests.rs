@@ -229,3 +229,50 @@ fn a_forgetting_assembler_keeps_nothing_once_a_message_is_assembled() {
     remembering.on_chunk(t0, WALL, chunk("x", 1, 2, 2));
     assert_eq!(remembering.assembled(), 1, "kept until acked");
 }
+
+#[test]
+fn a_restart_keeps_the_chunk_ids_of_assembled_messages_for_their_ack() {
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    a.on_chunk(t0, WALL, chunk("x", 1, 2, 2)).expect("x");
+    a.on_chunk(t0, WALL, chunk("y", 0, 2, 3));
+    a.restart();
+    assert_eq!(a.pending(), 0, "the assembly in progress is dropped");
+    let rewind = a.expand(Action::<()>::RedeliverAll { consumer_epoch: 1 });
+    assert_eq!(rewind, Action::RedeliverAll { consumer_epoch: 1 });
+    let ack = |ids| Action::<()>::Ack {
+        ids,
+        cumulative: false,
+        ack_set: None,
+    };
+    assert_eq!(a.expand(ack(vec![id(1)])), ack(vec![id(1), id(2)]));
+    assert_eq!(a.assembled(), 0, "forgotten once acked");
+}
+
+#[test]
+fn past_the_bound_the_oldest_assembled_message_is_forgotten() {
+    let t0 = crate::clock::now();
+    let mut a = assembler().remembering_at_most(2);
+    for (uuid, first) in [("x", 1), ("y", 3), ("x2", 5)] {
+        a.on_chunk(t0, WALL, chunk(uuid, 0, 2, first));
+        a.on_chunk(t0, WALL, chunk(uuid, 1, 2, first + 1))
+            .expect("assembled");
+    }
+    assert_eq!(a.assembled(), 2);
+    // Assembled again (a redelivery): its place moves to the newest.
+    a.on_chunk(t0, WALL, chunk("y", 0, 2, 3));
+    a.on_chunk(t0, WALL, chunk("y", 1, 2, 4)).expect("y again");
+    a.on_chunk(t0, WALL, chunk("z", 0, 2, 7));
+    a.on_chunk(t0, WALL, chunk("z", 1, 2, 8)).expect("z");
+    let ack = |ids| Action::<()>::Ack {
+        ids,
+        cumulative: false,
+        ack_set: None,
+    };
+    assert_eq!(a.expand(ack(vec![id(1)])), ack(vec![id(1)]), "x forgotten");
+    assert_eq!(a.expand(ack(vec![id(5)])), ack(vec![id(5)]), "x2 forgotten");
+    assert_eq!(a.expand(ack(vec![id(3)])), ack(vec![id(3), id(4)]));
+    assert_eq!(a.expand(ack(vec![id(7)])), ack(vec![id(7), id(8)]));
+    assert_eq!(a.assembled(), 0);
+}

@@ -511,6 +511,16 @@ impl<M: Clone> ConsumerCore<M> {
         }
     }
 
+    /// Ids the driver acks without handing them out (the chunks of a
+    /// chunked message it gave up): queued as an individual ack, so they
+    /// go out as the core's other acks do, kept across a reconnect and sent
+    /// under the consumer id of the subscription of the moment.
+    pub(crate) fn ack_unheld(&mut self, ids: &[MessageId]) {
+        for id in ids {
+            self.actions.ack(*id);
+        }
+    }
+
     /// The next action to carry out, oldest first.
     pub fn poll_action(&mut self) -> Option<Action<M>> {
         self.actions.pop()

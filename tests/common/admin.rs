@@ -199,6 +199,16 @@ pub async fn unload_topic(admin_url: &str, topic: &str) {
     call("PUT", &url, None).await.ok("topic unload");
 }
 
+/// The entries of `topic` that `subscription` has not acked (the topic's
+/// stats: `msgBacklog`).
+pub async fn subscription_backlog(admin_url: &str, topic: &str, subscription: &str) -> u64 {
+    let url = format!("{admin_url}/admin/v2/{}/stats", rest_path(topic));
+    let stats = call("GET", &url, None).await.ok("topic stats").json();
+    stats["subscriptions"][subscription]["msgBacklog"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no backlog of {subscription} in {stats}"))
+}
+
 /// Turns broker-side deduplication on for `topic`.
 pub async fn enable_deduplication(admin_url: &str, topic: &str) {
     let url = format!(

@@ -14,7 +14,8 @@ use pulsar_wire::proto::{self, BaseCommand};
 use pulsar_wire::wire::{self, Frame};
 use pulsar_wire::{Client, MessageId};
 
-use super::consume::{SERVICE, subscribed_with};
+use super::consume::reconnect::close_consumer;
+use super::consume::{SERVICE, attach, subscribed_with};
 use super::hostile_entries::{entry, meta};
 use super::produce::{producer_built, send_of};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork};
@@ -191,6 +192,85 @@ async fn an_incomplete_message_expires_and_its_chunks_are_acked() {
             "acked before the expiry"
         );
         assert!(consumer.try_receive().await.expect("open").is_none());
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chunked_message_acked_after_a_reconnect_acks_every_chunk() {
+    let net = FakeNetwork::new();
+    guard("chunked ack after a reconnect", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, shared).await;
+        for (at, chunk_id) in [(1, 0), (2, 1), (3, 2)] {
+            broker.send_frame(chunk(id, at, "x", chunk_id, 3)).await;
+        }
+        let x = consumer.receive().await.expect("x");
+        assert_eq!(x.id(), MessageId::new(1, 1));
+        for _ in 0..2 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+        // The subscription is lost and made again before the ack.
+        broker.send(close_consumer(id)).await;
+        let again = attach(&mut broker).await;
+        consumer.ack(&x).await.expect("ack");
+        let ack = broker.expect(Type::Ack).await;
+        let body = ack.command.ack.expect("body");
+        assert_eq!(body.consumer_id, again, "under the new consumer id");
+        let acked: Vec<u64> = body.message_id.iter().map(|i| i.entry_id).collect();
+        assert_eq!(acked, [1, 2, 3], "every chunk of the message");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chunked_message_acked_after_a_reconnect_and_its_redelivery_acks_every_chunk() {
+    let net = FakeNetwork::new();
+    guard("chunked ack after a redelivery", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, shared).await;
+        for (at, chunk_id) in [(1, 0), (2, 1)] {
+            broker.send_frame(chunk(id, at, "x", chunk_id, 2)).await;
+        }
+        let x = consumer.receive().await.expect("x");
+        assert_eq!(flow(&mut broker).await, 1);
+        broker.send(close_consumer(id)).await;
+        let again = attach(&mut broker).await;
+        // The broker sends the message again, in part, before the ack.
+        broker.send_frame(chunk(again, 1, "x", 0, 2)).await;
+        assert_eq!(flow(&mut broker).await, 1);
+        consumer.ack(&x).await.expect("ack");
+        assert_eq!(entries(&mut broker, Type::Ack).await, [1, 2]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunk_acks_go_out_as_application_acks_do_and_again_under_a_new_consumer() {
+    let net = FakeNetwork::new();
+    guard("chunk acks with receipts", async {
+        let setup = |b| {
+            shared(b)
+                .ack_receipts(true)
+                .expire_time_of_incomplete_chunked_message(Duration::from_secs(10))
+        };
+        let (_consumer, mut broker, id) = subscribed_with(&net, setup).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 3)).await;
+        broker.send_frame(chunk(id, 2, "x", 1, 3)).await;
+        for _ in 0..2 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+        // The incomplete message expires: its chunks are acked as a
+        // request that waits for the broker's answer...
+        let ack = broker.expect(Type::Ack).await.command.ack.expect("body");
+        assert!(ack.request_id.is_some(), "an ACK request, as with receipts");
+        assert_eq!((ack.consumer_id, ack.message_id.len()), (id, 2));
+        // ...which never comes: the consumer is closed first, and the ACK
+        // goes out again under the next consumer id.
+        broker.send(close_consumer(id)).await;
+        let again = attach(&mut broker).await;
+        let ack = broker.expect(Type::Ack).await.command.ack.expect("body");
+        assert_eq!(ack.consumer_id, again);
+        let acked: Vec<u64> = ack.message_id.iter().map(|i| i.entry_id).collect();
+        assert_eq!(acked, [1, 2]);
     })
     .await;
 }

@@ -24,7 +24,7 @@ mod edges;
 #[path = "consume_lifecycle.rs"]
 mod lifecycle;
 #[path = "consume_reconnect.rs"]
-mod reconnect;
+pub(super) mod reconnect;
 #[path = "consume_rewind.rs"]
 mod rewind;
 #[path = "consume_seek.rs"]

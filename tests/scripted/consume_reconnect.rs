@@ -207,7 +207,7 @@ async fn attach_subscribe(broker: &mut FakeBroker) -> u64 {
 }
 
 /// The broker's CLOSE_CONSUMER for consumer `id`.
-pub(super) fn close_consumer(id: u64) -> BaseCommand {
+pub(crate) fn close_consumer(id: u64) -> BaseCommand {
     BaseCommand {
         r#type: Type::CloseConsumer as i32,
         close_consumer: Some(Box::new(proto::CommandCloseConsumer {

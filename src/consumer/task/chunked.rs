@@ -1,6 +1,7 @@
 //! Chunked messages in the driver: each chunk goes to its sub's
 //! [`ChunkAssembler`](crate::consumer::chunks::ChunkAssembler); what that
-//! releases is acked on the wire or held by the core here.
+//! releases goes to the core, to be acked as the core's other acks are, or
+//! held.
 
 use super::*;
 use crate::consumer::chunks::{Chunk, Released};
@@ -36,8 +37,7 @@ impl Driver {
         } else {
             sub.chunks.on_chunk(now, clock::unix_millis(), chunk)
         };
-        self.release_chunks(index, now).await;
-        let sub = &self.subs[index];
+        self.release_chunks(index, now);
         match assembled {
             Some(message) => Some((
                 message.first,
@@ -48,30 +48,30 @@ impl Driver {
                 },
             )),
             None => {
+                self.run_actions(index).await;
+                let sub = &self.subs[index];
                 let _ = sub.conn.send_control(commands::flow(sub.id, 1)).await;
                 None
             }
         }
     }
 
-    /// Drops the incomplete chunked messages of sub `index` that expired.
-    pub(super) async fn expire_chunks(&mut self, index: usize, now: std::time::Instant) {
+    /// Drops the incomplete chunked messages of sub `index` that expired
+    /// (their acks go with the sub's next actions).
+    pub(super) fn expire_chunks(&mut self, index: usize, now: std::time::Instant) {
         self.subs[index].chunks.on_tick(now);
-        self.release_chunks(index, now).await;
+        self.release_chunks(index, now);
     }
 
-    /// Acks or holds the chunks the assembler gave up.
-    async fn release_chunks(&mut self, index: usize, now: std::time::Instant) {
+    /// Hands the chunks the assembler gave up to the core: to ack (sent
+    /// with the next actions) or to hold.
+    fn release_chunks(&mut self, index: usize, now: std::time::Instant) {
         let sub = &mut self.subs[index];
         for released in sub.chunks.take_released() {
             match released {
                 Released::Ack(ids) => {
                     debug!(topic = %sub.name, count = ids.len(), "acking chunks of a dropped chunked message");
-                    let ids: Vec<_> = ids.iter().map(MessageId::to_proto).collect();
-                    let ack = commands::ack(sub.id, ids, AckType::Individual, None);
-                    if let Err(e) = sub.conn.send_control(ack).await {
-                        debug!(topic = %sub.name, error = %e, "chunk ack not sent");
-                    }
+                    sub.core.ack_unheld(&ids);
                 }
                 Released::Hold(ids) => sub.core.hold(now, &ids),
             }

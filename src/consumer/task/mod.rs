@@ -241,7 +241,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
-                        self.expire_chunks(index, now).await;
+                        self.expire_chunks(index, now);
                         self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
                             self.flush_acks(index).await;

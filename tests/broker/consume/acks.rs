@@ -377,3 +377,43 @@ async fn acks_with_receipts_after_a_topic_unload_are_not_lost() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_chunked_message_acked_after_its_topic_was_unloaded_leaves_no_chunk_behind() {
+    if skip_unless(BrokerKind::Apache, "pulsar-lite cannot unload a topic") {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("chunked ack across an unload", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("chunked-unload");
+        let mut consumer = client
+            .consumer(&topic, "s")
+            .subscription_type(SubscriptionType::Shared)
+            .ack_receipts(true)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let producer = client
+            .producer(&topic)
+            .chunking(true)
+            .create()
+            .await
+            .expect("producer");
+        // Over the broker's 5 MiB message size: three chunks.
+        let payload: Vec<u8> = (0..12 << 20).map(|i| i as u8).collect();
+        let sent = producer.send(payload.clone()).await.expect("queued");
+        sent.await.expect("stored");
+        let m = consumer.receive().await.expect("receive");
+        assert!(m.payload()[..] == payload[..], "the whole message");
+        // The subscription moves to a new consumer before the ack.
+        broker.unload(&topic).await;
+        consumer.ack(&m).await.expect("ack confirmed");
+        let admin = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
+        let left = crate::common::admin::subscription_backlog(&admin, &topic, "s").await;
+        assert_eq!(left, 0, "chunks left unacked");
+        consumer.close().await.expect("close");
+        producer.close().await.expect("close");
+    })
+    .await;
+}
