@@ -333,10 +333,28 @@ fn zstd_window(input: &[u8]) -> Result<u64, &'static str> {
     Ok(if size_bytes == 2 { size + 256 } else { size })
 }
 
+/// The zstd window descriptor of 96 MiB: 2^(10 + 16) + 4 * 2^23.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) const WINDOW_96_MIB: u8 = (16 << 3) | 4;
+
+/// A zstd frame of one raw (uncompressed) block holding `data` (under
+/// 2 MiB), whose header asks for the window `window_descriptor` encodes
+/// (RFC 8878, 3.1.1.1.2): a 19-byte frame can ask for 96 MiB.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn zstd_raw_frame(window_descriptor: u8, data: &[u8]) -> Vec<u8> {
+    let block = ((data.len() as u32) << 3) | 1; // last block, raw
+    [
+        &0xFD2F_B528_u32.to_le_bytes()[..],
+        &[0x00, window_descriptor],
+        &block.to_le_bytes()[..3],
+        data,
+    ]
+    .concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzzing::{WINDOW_96_MIB, zstd_raw_frame};
 
     const ALL: [Compression; 4] = [
         Compression::Lz4,

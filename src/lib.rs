@@ -69,6 +69,7 @@ pub mod compression;
 pub mod connection;
 pub mod consumer;
 mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod ids;

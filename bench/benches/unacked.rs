@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use pulsar_wire::MessageId;
-use pulsar_wire::consumer::unacked::UnackedTracker;
+use pulsar_wire::consumer::UnackedTracker;
 
 /// Counts live heap bytes.
 struct Counting;

@@ -116,7 +116,7 @@ impl Authentication for AuthPayload {
 }
 
 /// What an authentication or authorization failure was, for callers to
-/// branch on (see [`Error::auth_failure`](crate::Error::auth_failure)).
+/// branch on (see [`Error::auth_failure`](crate::error::Error::auth_failure)).
 ///
 /// The broker answers every refused credential with the same code and text
 /// ("Failed to authenticate"); the client tells an expired token from

@@ -130,7 +130,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// Whether this is an authentication or authorization failure, and
-    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    /// which (see [`Error::auth_failure`](crate::error::Error::auth_failure)).
     pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
         crate::auth::failure_in(self)
     }

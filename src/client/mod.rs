@@ -24,9 +24,9 @@ pub use connector::{BrokerStream, Connector, TcpConnector};
 pub use error::{ClientError, TlsConfigProblem, UrlProblem};
 pub use topic::{InvalidTopicName, TopicDomain, TopicName, TopicNameProblem};
 
-use crate::Error;
 use crate::auth::Authentication;
 use crate::connection::{Connection, ConnectionOptions};
+use crate::error::Error;
 use pool::{Pool, PoolConfig};
 use service::ServiceHosts;
 

@@ -2,9 +2,9 @@
 //! it routes to registered producers ([`ProducerEvent`]) and consumers
 //! ([`ConsumerEvent`]).
 
-use crate::MessageId;
 use crate::connection::ConnectionError;
 use crate::ids::SequenceId;
+use crate::message_id::MessageId;
 use crate::proto;
 use crate::proto::ServerError;
 use crate::wire::Payload;

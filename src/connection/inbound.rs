@@ -7,8 +7,8 @@ use tracing::{debug, warn};
 
 use super::router::{Outcome, Router};
 use super::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
-use crate::MessageId;
 use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId};
+use crate::message_id::MessageId;
 use crate::proto::BaseCommand;
 use crate::proto::base_command::Type;
 use crate::proto::command_lookup_topic_response::LookupType;

@@ -6,7 +6,7 @@
 //! flow, redeliver) and is always served before the data lane, which carries
 //! SEND frames and is bounded so producers feel backpressure.
 //!
-//! Most code gets a `Connection` from [`Client::lookup`](crate::Client::lookup);
+//! Most code gets a `Connection` from [`Client::lookup`](crate::client::Client::lookup);
 //! [`Connection::connect`] runs one over any byte stream (a `TcpStream`, or
 //! `tokio::io::duplex` in tests).
 
@@ -39,6 +39,7 @@ use crate::ids::{ConsumerId, ProducerId, RequestId};
 use crate::proto::BaseCommand;
 use crate::wire::{self, Frame};
 use command::Command;
+#[cfg(feature = "fuzzing")]
 pub(crate) use router::Router;
 
 /// Capacity of the control lane: requests, registrations, acks and flow.

@@ -7,7 +7,7 @@ use crate::auth::Authentication;
 use crate::wire::commands::AuthPayload;
 
 /// How a [`Connection`](super::Connection) behaves. The
-/// [`Client`](crate::Client) fills these in from its builder; they matter
+/// [`Client`](crate::client::Client) fills these in from its builder; they matter
 /// directly only to code that calls [`Connection::connect`](super::Connection::connect).
 ///
 /// # Examples

@@ -6,9 +6,9 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::*;
-use crate::MessageId;
 use crate::connection::inbound::Reaction;
 use crate::ids::SequenceId;
+use crate::message_id::MessageId;
 use crate::proto::BaseCommand;
 use crate::proto::base_command::Type;
 use crate::proto::command_lookup_topic_response::LookupType;

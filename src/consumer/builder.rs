@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use crate::client::{Client, TopicName};
 
-use super::chunks::ChunkLimits;
-use super::consumer_error::ConsumerError;
+use super::core::chunks::ChunkLimits;
+use super::core::config::{CoreConfig, SubscriptionType};
+use super::core::dead_letter::DeadLetterPolicy;
+use super::core::nack::{NackPolicy, RedeliveryBackoff};
 use super::crypto::CryptoFailureAction;
-use super::letter_copy::DEFAULT_MAX_RECONSUMETIMES;
+use super::error::ConfigError;
+use super::error::ConsumerError;
+use super::letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
-use super::{
-    ConfigError, CoreConfig, DeadLetterPolicy, NackPolicy, RedeliveryBackoff, SubscriptionType,
-};
 
 /// The default receiver queue: how many messages the broker may push ahead
 /// of the application.

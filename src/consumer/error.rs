@@ -1,11 +1,224 @@
-//! The consumer layer's errors: a configuration that cannot work, and a
-//! call the caller should not have made.
+//! The consumer layer's errors: [`ConsumerError`], what a consumer call can
+//! fail with, and [`ConfigError`], a setting the consumer refuses before any
+//! message flows. Caller misuse (a setting that cannot work, a call the
+//! subscription type forbids, a closed consumer) is kept apart from what
+//! the broker or the connection did. [`CoreError`] is the consumer core's
+//! refusal of a call, inside the crate.
 
 use std::time::Duration;
 
-use crate::MessageId;
+use crate::client::{ClientError, InvalidTopicName};
+use crate::connection::ConnectionError;
+use crate::message_id::MessageId;
 
-use super::config::SubscriptionType;
+use super::core::config::SubscriptionType;
+use super::subscribe::HashRange;
+
+/// An error of the consumer layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsumerError {
+    // --- caller misuse: settings -------------------------------------------------
+    /// No topic was given.
+    #[error("a consumer needs at least one topic")]
+    NoTopic,
+    /// A topic that is not a valid name.
+    #[error(transparent)]
+    InvalidTopic(#[from] InvalidTopicName),
+    /// The subscription name is empty.
+    #[error("the subscription name is empty")]
+    EmptySubscription,
+    /// The receiver queue must hold at least one message.
+    #[error("receiver_queue_size must be at least 1")]
+    ZeroReceiverQueue,
+    /// An ack group time, when set, must be longer than zero.
+    #[error("ack_group_time, when set, must be longer than zero")]
+    ZeroAckGroupTime,
+    /// Priority levels start at 0 (the highest).
+    #[error("priority level {level} is negative")]
+    NegativePriority {
+        /// The level given.
+        level: i32,
+    },
+    /// A Key_Shared policy on a subscription of another type.
+    #[error("a key_shared policy needs a KeyShared subscription, not {subscription:?}")]
+    KeySharedPolicyOnOtherType {
+        /// The subscription type that was set.
+        subscription: SubscriptionType,
+    },
+    /// A sticky Key_Shared policy without any hash range.
+    #[error("a sticky key_shared policy needs at least one hash range")]
+    NoHashRanges,
+    /// A hash range whose start is after its end.
+    #[error("hash range {}..={} is empty", range.start, range.end)]
+    InvalidHashRange {
+        /// The range given.
+        range: HashRange,
+    },
+    /// Two sticky hash ranges overlap.
+    #[error("hash ranges {}..={} and {}..={} overlap", first.start, first.end, second.start, second.end)]
+    OverlappingHashRanges {
+        /// The range that starts first.
+        first: HashRange,
+        /// The range that starts inside it.
+        second: HashRange,
+    },
+
+    /// The consumer core refused its settings (ack timeout, tick, nack or
+    /// dead-letter policy).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    // --- caller misuse: calls ------------------------------------------------------
+    /// Cumulative ack is only allowed on Exclusive and Failover subscriptions.
+    #[error("cumulative ack is not allowed on a {subscription:?} subscription")]
+    CumulativeAckNotAllowed {
+        /// This consumer's subscription type.
+        subscription: SubscriptionType,
+    },
+    /// The message did not come from this consumer.
+    #[error("message from topic {topic} does not belong to this consumer")]
+    ForeignMessage {
+        /// The message's topic.
+        topic: String,
+    },
+    /// A call that needs a single topic, on a consumer of several topics
+    /// or partitions.
+    #[error("this call needs a consumer of one topic; this one has {count}")]
+    MultipleTopics {
+        /// How many topics (partitions) the consumer has.
+        count: usize,
+    },
+    /// [`Consumer::run`](super::Consumer::run) with a concurrency of 0.
+    #[error("run needs a concurrency of at least 1")]
+    ZeroConcurrency,
+    /// `reconsume_later` on a consumer built without
+    /// [`enable_retry`](super::ConsumerBuilder::enable_retry).
+    #[error("reconsume_later needs a consumer built with enable_retry(true)")]
+    RetryNotEnabled,
+    /// The consumer was closed (or unsubscribed); no more calls.
+    #[error("the consumer is closed")]
+    Closed,
+    /// The consumer's task stopped without being closed: it panicked (a
+    /// bug; the panic is in the log). Nothing more can be received; the
+    /// messages it held return to the subscription when its connection
+    /// closes.
+    #[error("the consumer's task stopped unexpectedly (it panicked)")]
+    TaskFailed,
+
+    // --- the broker, the connection --------------------------------------------
+    /// Finding or reaching the broker of `topic` failed.
+    #[error("consumer on {topic}: {source}")]
+    Client {
+        /// The topic (partition).
+        topic: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// A request on the topic's connection failed (broker error code,
+    /// timeout, lost connection).
+    #[error("{op} on {topic} failed: {source}")]
+    Request {
+        /// The request, e.g. `"SUBSCRIBE"`.
+        op: &'static str,
+        /// The topic (partition).
+        topic: String,
+        /// Why.
+        source: ConnectionError,
+    },
+    /// The broker answered a request with the wrong kind of response.
+    #[error("{op} on {topic}: unexpected answer {got}")]
+    UnexpectedResponse {
+        /// The request.
+        op: &'static str,
+        /// The topic (partition).
+        topic: String,
+        /// The response that came (its protocol name).
+        got: &'static str,
+    },
+    /// Publishing a dead-letter or retry copy failed (creating its producer
+    /// or the send); the original was not acked.
+    #[error("publishing a copy to {topic} failed: {source}")]
+    Letter {
+        /// The dead-letter or retry topic.
+        topic: String,
+        /// Why.
+        source: Box<crate::producer::ProducerError>,
+    },
+    /// Creating the dead-letter policy's `initial_subscription_name` on the
+    /// dead-letter topic failed; nothing was forwarded.
+    #[error("creating subscription {subscription} on {topic} failed: {source}")]
+    InitialSubscription {
+        /// The dead-letter topic.
+        topic: String,
+        /// The subscription name.
+        subscription: String,
+        /// Why.
+        source: Box<Self>,
+    },
+    /// With ack receipts: an ack that could not be sent and confirmed, because
+    /// the consumer closed first (a batch member whose batch was not fully
+    /// acked, a partition still subscribing again), or it named a batch
+    /// member the consumer cannot ack without acking its siblings. The
+    /// message comes back unless it is acked again.
+    #[error(
+        "an ack on {topic} was not sent: the consumer closed first, or its batch was never complete"
+    )]
+    AckNotSent {
+        /// The topic (partition).
+        topic: String,
+    },
+    /// A message this consumer cannot decode: encrypted (with
+    /// [`CryptoFailureAction::Fail`](super::CryptoFailureAction::Fail)), or
+    /// compressed with a codec it does not know. It was not acked: it stays
+    /// in the subscription for a consumer that can read it, and comes back
+    /// after the ack timeout, if set, or when this consumer closes or
+    /// reconnects. Other messages keep coming.
+    #[error("message {id} on {topic} cannot be read: {reason}")]
+    Unreadable {
+        /// The topic (partition) it came from.
+        topic: String,
+        /// Its id.
+        id: crate::message_id::MessageId,
+        /// Why.
+        reason: super::Unreadable,
+    },
+    /// The broker closed the consumer, or its connection died, and it could
+    /// not subscribe again (each attempt's error is logged).
+    #[error(
+        "consumer on {topic} lost its subscription; {attempts} attempts to subscribe again failed"
+    )]
+    Lost {
+        /// The topic (partition).
+        topic: String,
+        /// How many times it tried.
+        attempts: u32,
+    },
+}
+
+impl ConsumerError {
+    /// Whether this is an authentication or authorization failure, and
+    /// which (see [`Error::auth_failure`](crate::error::Error::auth_failure)).
+    pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
+        crate::auth::failure_in(self)
+    }
+
+    /// Whether the caller, not the broker, is at fault (a setting that
+    /// cannot work, a forbidden call, a closed consumer).
+    pub fn is_misuse(&self) -> bool {
+        !matches!(
+            self,
+            Self::Client { .. }
+                | Self::Request { .. }
+                | Self::UnexpectedResponse { .. }
+                | Self::Lost { .. }
+                | Self::AckNotSent { .. }
+                | Self::Letter { .. }
+                | Self::InitialSubscription { .. }
+                | Self::Unreadable { .. }
+        )
+    }
+}
 
 /// A consumer setting or policy that cannot work; found when it is
 /// validated, before any message flows.
@@ -58,20 +271,11 @@ pub enum ConfigError {
     },
 }
 
-/// A call the consumer core refuses: caller misuse or a peer's inconsistent
-/// input. The core's state is unchanged by the refused call, except that a
-/// refused incoming message is dropped (its permit is given back).
+/// A message the consumer core refuses: a peer's inconsistent input. The
+/// message is dropped (its permit is given back); the core's state is
+/// otherwise unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CoreError {
-    /// Cumulative ack is only allowed on Exclusive and Failover
-    /// subscriptions: on Shared and Key_Shared other consumers hold
-    /// messages before this one.
-    #[error("cumulative ack is not allowed on a {subscription:?} subscription")]
-    CumulativeAckNotAllowed {
-        /// The subscription type of this consumer.
-        subscription: SubscriptionType,
-    },
+pub(crate) enum CoreError {
     /// A message whose id names a batch member without a batch size that
     /// holds it (or a batch size on an id that is no batch member).
     #[error("message {id} has batch_size {batch_size:?}, which does not match its batch index")]
@@ -81,4 +285,21 @@ pub enum CoreError {
         /// The batch size that came with it.
         batch_size: Option<u32>,
     },
+}
+
+/// A cumulative ack the core refuses: only Exclusive and Failover
+/// subscriptions allow it (on Shared and Key_Shared other consumers hold
+/// messages before this one). The core's state is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CumulativeAckNotAllowed {
+    /// The subscription type of this consumer.
+    pub(crate) subscription: SubscriptionType,
+}
+
+impl From<CumulativeAckNotAllowed> for ConsumerError {
+    fn from(refused: CumulativeAckNotAllowed) -> Self {
+        Self::CumulativeAckNotAllowed {
+            subscription: refused.subscription,
+        }
+    }
 }

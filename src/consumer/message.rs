@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::crypto::{EncryptionContext, Unreadable};
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 /// One message as the application receives it: a plain message, or one
 /// member of a batch with its own id (`batch_index`), key and properties.

@@ -1,73 +1,57 @@
 //! Consuming: subscribe to topics, receive messages, acknowledge them.
 //!
-//! [`Consumer`] is the handle, made by [`ConsumerBuilder::subscribe`]; a
-//! task per consumer (`task.rs`) does the IO around the pure pieces below.
+//! [`Consumer`] is the handle, made by [`ConsumerBuilder::subscribe`]; it
+//! talks to a task of its own that does the IO. [`Reader`] reads a topic
+//! from a position without acking. [`Consumer::run`] drives a handler and
+//! maps its [`Outcome`]s to acks, nacks and retries.
 //!
-//! [`ConsumerCore`] is the delivery state machine: it takes broker messages
-//! and application calls with the current time and queues the [`Action`]s
-//! (flow, ack, redeliver, rewind, dead-letter forward) a driver carries out.
-//! Around it sit the ack-timeout tracker ([`unacked`]), the nack policy
-//! ([`nack`]), the dead-letter and retry-letter policy ([`dead_letter`]),
-//! and receiver-queue accounting. None of them awaits, sleeps or reads the
-//! clock, so they are tested like arithmetic, with `t0 + Duration`.
+//! The policies a consumer is built with are plain values:
+//! [`SubscriptionType`], [`NackPolicy`] and [`RedeliveryBackoff`],
+//! [`DeadLetterPolicy`] (and [`dead_letter`]'s property names),
+//! [`KeySharedPolicy`], [`InitialPosition`], [`CryptoFailureAction`].
+//!
+//! Inside, by concept:
+//! - `core/`: the acknowledgement contract as a pure state machine (no IO,
+//!   no clock: events and `now` in, actions and the next deadline out),
+//!   with the ack-timeout tracker and its storage in `core/unacked/`;
+//! - `unpack.rs`: one broker delivery into messages (checksum,
+//!   decompression, batches, encryption);
+//! - `letters/`: dead-letter and retry copies and the producers that
+//!   send them;
+//! - `task/`: the driver that subscribes (and subscribes again), feeds the
+//!   core and carries out its actions on the wire.
 
-mod actions;
-mod batch_acks;
 mod builder;
-mod chunks;
-mod config;
-mod consumer_error;
-mod core;
+pub(crate) mod core;
 mod crypto;
-pub mod dead_letter;
 mod error;
-mod id_hash;
-mod id_index;
-mod letter_copy;
 mod letters;
 mod message;
-pub mod nack;
-mod permits;
 mod position;
 mod reader;
-pub(crate) mod receive;
-mod retry;
-mod rewind;
 mod run;
-mod settled;
 mod subscribe;
 mod task;
-mod tick;
-mod tick_lists;
-pub mod unacked;
+pub(crate) mod unpack;
 
 #[cfg(test)]
-mod core_tests;
-#[cfg(test)]
-mod core_tests_batch_dlq;
-#[cfg(test)]
-mod core_tests_untracked;
-#[cfg(test)]
-mod handle_tests;
-#[cfg(test)]
-mod proptests;
+mod tests;
 
-pub use self::core::{Acked, ConsumerCore};
-pub use actions::{Action, Incoming};
-pub use config::{CoreConfig, DEFAULT_REWIND_MIN_DELAY, SubscriptionType};
-pub use dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
-pub use error::{ConfigError, CoreError};
-pub use nack::{NackPolicy, RedeliveryBackoff};
-pub use unacked::UnackedTracker;
-
+pub use self::core::chunks::{
+    DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES,
+};
+pub use self::core::config::{DEFAULT_REWIND_MIN_DELAY, SubscriptionType};
+pub use self::core::dead_letter::{self, DeadLetterCutoff, DeadLetterPolicy};
+pub use self::core::nack::{NackPolicy, RedeliveryBackoff};
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub use self::core::unacked::UnackedTracker;
 pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
-pub use chunks::{DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES};
-pub use consumer_error::ConsumerError;
 pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
-pub use letter_copy::DEFAULT_MAX_RECONSUMETIMES;
+pub use error::{ConfigError, ConsumerError};
+pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
-pub use receive::UnpackError;
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 
@@ -80,7 +64,7 @@ use std::task::{Context, Poll, ready};
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 use crate::wire::commands::SeekTarget;
 
 /// A consumer: receives the messages of its subscription and acknowledges
@@ -157,14 +141,14 @@ impl ConsumerBuilder {
         let core = self.core_config();
         let letters = match (&core.dead_letter, topics.first()) {
             (Some(policy), Some(first)) => {
-                let names = letter_copy::LetterTopics::new(
+                let names = letters::copy::LetterTopics::new(
                     policy.clone(),
                     self.options.subscription.clone(),
                     first,
                     self.retry,
                 );
                 if let Some(retry) = names.retry_topic() {
-                    let retry = crate::TopicName::parse(retry)?;
+                    let retry = crate::client::TopicName::parse(retry)?;
                     if !topics.contains(&retry) {
                         topics.push(retry);
                     }

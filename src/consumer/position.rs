@@ -16,8 +16,8 @@
 
 use std::cmp::Ordering;
 
-use super::receive::Unpacked;
-use crate::MessageId;
+use super::unpack::Unpacked;
+use crate::message_id::MessageId;
 
 /// A boundary: messages before `id` (and at it, unless `inclusive`) are
 /// dropped on arrival.

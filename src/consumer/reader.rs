@@ -8,13 +8,14 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 
+use super::Consumer;
 use super::builder::ConsumerBuilder;
-use super::consumer_error::ConsumerError;
+use super::core::config::SubscriptionType;
+use super::error::ConsumerError;
 use super::message::Message;
 use super::subscribe::InitialPosition;
-use super::{Consumer, SubscriptionType};
-use crate::MessageId;
 use crate::client::Client;
+use crate::message_id::MessageId;
 
 /// Configures a [`Reader`]; made by [`Client::reader`], finished by
 /// [`create`](Self::create).

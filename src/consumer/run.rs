@@ -10,7 +10,7 @@ use tokio::task::{JoinError, JoinSet};
 use tracing::{debug, warn};
 
 use super::Consumer;
-use super::consumer_error::ConsumerError;
+use super::error::ConsumerError;
 use super::message::Message;
 
 /// What a handler decided about a message.

@@ -1,13 +1,13 @@
 //! What a subscription asks of the broker, and the `CommandSubscribe` body
 //! built from it (pure).
 
-use crate::MessageId;
 use crate::ids::{ConsumerId, RequestId};
+use crate::message_id::MessageId;
 use crate::proto::command_subscribe::{InitialPosition as ProtoPosition, SubType};
 use crate::proto::{self, KeySharedMode};
 
-use super::SubscriptionType;
-use super::consumer_error::ConsumerError;
+use super::core::config::SubscriptionType;
+use super::error::ConsumerError;
 
 /// Where a new subscription starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use arbitrary::{Result, Unstructured};
 
-use crate::MessageId;
-use crate::consumer::{
-    Action, ConsumerCore, CoreConfig, DeadLetterCutoff, DeadLetterPolicy, Incoming, NackPolicy,
-    SubscriptionType,
-};
+use crate::consumer::core::ConsumerCore;
+use crate::consumer::core::actions::{Action, Incoming};
+use crate::consumer::core::config::{CoreConfig, SubscriptionType};
+use crate::consumer::core::dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
+use crate::consumer::core::nack::NackPolicy;
+use crate::message_id::MessageId;
 
 /// The largest batch: member indexes and sizes up to it each take one byte.
 const MAX_BATCH: u32 = 70;

@@ -19,14 +19,14 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::MessageId;
 use crate::compression::{Compression, CompressionError};
 use crate::connection::Router;
-use crate::consumer::receive::{self, Delivery};
+use crate::consumer::unpack::{self, Delivery};
+use crate::message_id::MessageId;
 use crate::wire::{self, Frame, FrameError, batch};
 
 pub use consumer_core::consumer_core;
-pub use seeds::{WINDOW_96_MIB, seeds, zstd_raw_frame};
+pub use seeds::seeds;
 
 /// The frame limit the targets decode with: 1 GiB, as high as a broker's
 /// `max_message_size` may raise it, so that a decoder reserving an
@@ -146,7 +146,7 @@ pub fn payload(data: &[u8]) {
         max_size: DECOMPRESS_CAP,
         crypto: crate::consumer::CryptoFailureAction::Fail,
     };
-    let Ok(unpacked) = receive::unpack(delivery) else {
+    let Ok(unpacked) = unpack::unpack(delivery) else {
         return;
     };
     let entry = MessageId::new(1, 2).with_partition(4);

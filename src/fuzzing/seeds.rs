@@ -3,16 +3,17 @@
 //! metadata), batches, compressed blocks, and consumer-core scripts.
 //!
 //! The files in `fuzz/corpus/<target>/` are these seeds (a test checks they
-//! match; `PULSAR_WIRE_WRITE_SEEDS=1 cargo test --lib fuzzing` rewrites
-//! them) plus whatever inputs a fuzzing run found worth keeping. `cargo
-//! test` replays every file through its target.
+//! match; `PULSAR_WIRE_WRITE_SEEDS=1 cargo test --lib --features fuzzing
+//! fuzzing` rewrites them) plus whatever inputs a fuzzing run found worth
+//! keeping. `cargo test --lib --features fuzzing` replays every file
+//! through its target.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message as _;
 
-use crate::MessageId;
-use crate::compression::Compression;
+use crate::compression::{Compression, WINDOW_96_MIB, zstd_raw_frame};
 use crate::ids::{ProducerId, SequenceId};
+use crate::message_id::MessageId;
 use crate::proto::{
     self, BaseCommand, BrokerEntryMetadata, MessageMetadata, SingleMessageMetadata,
     base_command::Type,
@@ -80,23 +81,6 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         out.push(("consumer_core", format!("{name}.bin"), script));
     }
     out
-}
-
-/// The zstd window descriptor of 96 MiB: 2^(10 + 16) + 4 * 2^23.
-pub const WINDOW_96_MIB: u8 = (16 << 3) | 4;
-
-/// A zstd frame of one raw (uncompressed) block holding `data` (under
-/// 2 MiB), whose header asks for the window `window_descriptor` encodes
-/// (RFC 8878, 3.1.1.1.2): a 19-byte frame can ask for 96 MiB.
-pub fn zstd_raw_frame(window_descriptor: u8, data: &[u8]) -> Vec<u8> {
-    let block = ((data.len() as u32) << 3) | 1; // last block, raw
-    [
-        &0xFD2F_B528_u32.to_le_bytes()[..],
-        &[0x00, window_descriptor],
-        &block.to_le_bytes()[..3],
-        data,
-    ]
-    .concat()
 }
 
 /// Compressed payloads that must be refused before the decoder takes

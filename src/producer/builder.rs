@@ -195,7 +195,7 @@ impl ProducerBuilder {
     }
 
     /// Whether `send` waits (the default) or fails when the pending bound
-    /// or the client's [memory limit](crate::ClientBuilder::memory_limit) is reached.
+    /// or the client's [memory limit](crate::client::ClientBuilder::memory_limit) is reached.
     pub fn when_full(mut self, when_full: WhenFull) -> Self {
         self.when_full = when_full;
         self

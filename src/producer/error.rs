@@ -13,7 +13,7 @@ use super::LimitExceeded;
 /// An error of a producer: creating it, or one of its sends.
 ///
 /// `Clone`, because one failure (a lost connection, a timeout) reaches every
-/// send waiting at that moment. Converts into [`crate::Error`] with `?`.
+/// send waiting at that moment. Converts into [`crate::error::Error`] with `?`.
 ///
 /// # Examples
 /// ```no_run
@@ -140,7 +140,7 @@ pub enum ProducerError {
 
 impl ProducerError {
     /// Whether this is an authentication or authorization failure, and
-    /// which (see [`Error::auth_failure`](crate::Error::auth_failure)).
+    /// which (see [`Error::auth_failure`](crate::error::Error::auth_failure)).
     pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
         crate::auth::failure_in(self)
     }

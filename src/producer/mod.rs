@@ -58,8 +58,8 @@ pub use limits::{DEFAULT_MEMORY_LIMIT, LimitExceeded, WhenFull};
 pub use message::{DeliverAt, ProducerMessage};
 pub use routing::{HashingScheme, RoutingMode};
 
-use crate::MessageId;
 use crate::clock;
+use crate::message_id::MessageId;
 use routing::Router;
 use task::Cmd;
 

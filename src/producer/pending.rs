@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 /// A receipt or send error that does not answer the oldest in-flight send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

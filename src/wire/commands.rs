@@ -11,8 +11,8 @@
 
 use bytes::Bytes;
 
-use crate::MessageId;
 use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId};
+use crate::message_id::MessageId;
 use crate::proto::base_command::Type;
 use crate::proto::command_ack::{AckType, ValidationError};
 use crate::proto::{self, BaseCommand};

@@ -8,8 +8,8 @@ use proptest::option::of;
 use proptest::prelude::*;
 
 use super::*;
-use crate::MessageId;
 use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId};
+use crate::message_id::MessageId;
 use crate::proto::base_command::Type;
 use crate::proto::command_ack::AckType;
 use crate::proto::{self, BaseCommand, MessageIdData, MessageMetadata};

@@ -7,13 +7,13 @@
 
 use bytes::{Bytes, BytesMut};
 use prost::Message as _;
+use pulsar_wire::MessageId;
 use pulsar_wire::compression::Compression;
 use pulsar_wire::consumer::SubscriptionType;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::ValidationError;
 use pulsar_wire::proto::{self, SingleMessageMetadata};
 use pulsar_wire::wire::{Checksum, Frame, Payload, batch};
-use pulsar_wire::{MessageId, fuzzing};
 
 use super::consume::{SERVICE, attach, message, subscribed, subscribed_with};
 use super::hostile::{MIB, largest_allocation, message_command, raw_frame};
@@ -88,7 +88,7 @@ fn lying_entries() -> Vec<LyingEntry> {
     assert!(bomb.len() < 128 * 1024, "bomb of {} bytes", bomb.len());
     // A zstd frame of one raw 10-byte block whose header asks for a 96 MiB
     // window (19 bytes in all), and two honest frames back to back.
-    let big_window = fuzzing::zstd_raw_frame(fuzzing::WINDOW_96_MIB, b"0123456789");
+    let big_window = zstd_raw_frame(WINDOW_96_MIB, b"0123456789");
     let zstd = Compression::Zstd as i32;
     let one = Compression::Zstd.compress(b"abcde").expect("compress");
     let tiny = Compression::Lz4.compress(b"0123456789").expect("compress");
@@ -281,4 +281,21 @@ async fn a_batch_redelivered_with_an_ack_set_is_acked_once_its_delivered_members
         assert_eq!(body.validation_error, None);
     })
     .await;
+}
+
+/// The zstd window descriptor of 96 MiB: 2^(10 + 16) + 4 * 2^23.
+const WINDOW_96_MIB: u8 = (16 << 3) | 4;
+
+/// A zstd frame of one raw (uncompressed) block holding `data` (under
+/// 2 MiB), whose header asks for the window `window_descriptor` encodes
+/// (RFC 8878, 3.1.1.1.2): a 19-byte frame can ask for 96 MiB.
+fn zstd_raw_frame(window_descriptor: u8, data: &[u8]) -> Vec<u8> {
+    let block = ((data.len() as u32) << 3) | 1; // last block, raw
+    [
+        &0xFD2F_B528_u32.to_le_bytes()[..],
+        &[0x00, window_descriptor],
+        &block.to_le_bytes()[..3],
+        data,
+    ]
+    .concat()
 }

@@ -1,10 +1,10 @@
 //! Chunked messages in the driver: each chunk goes to its sub's
-//! [`ChunkAssembler`](crate::consumer::chunks::ChunkAssembler); what that
+//! [`ChunkAssembler`](crate::consumer::core::chunks::ChunkAssembler); what that
 //! releases goes to the core, to be acked as the core's other acks are, or
 //! held.
 
 use super::*;
-use crate::consumer::chunks::{Chunk, Released};
+use crate::consumer::core::chunks::{Chunk, Released};
 use crate::wire::{Checksum, Payload};
 
 impl Driver {
@@ -21,7 +21,7 @@ impl Driver {
     ) -> Option<(MessageId, Payload)> {
         let sub = &mut self.subs[index];
         let id = message_id.with_partition(sub.partition).entry();
-        // A corrupt chunk is reported as any corrupt entry (receive.rs).
+        // A corrupt chunk is reported as any corrupt entry (unpack.rs).
         let readable = !matches!(payload.checksum, Checksum::Mismatch { .. });
         let chunk = readable
             .then(|| Chunk::of(id, &payload.metadata, payload.data.clone()))

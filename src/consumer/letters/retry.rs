@@ -1,12 +1,12 @@
 //! Retry letters: [`Consumer::reconsume_later`] publishes a message to the
 //! retry-letter topic, delivered again after a delay, and acks the
-//! original. See [`ConsumerBuilder::enable_retry`](super::ConsumerBuilder::enable_retry).
+//! original. See [`ConsumerBuilder::enable_retry`](crate::consumer::ConsumerBuilder::enable_retry).
 
 use std::time::Duration;
 
-use super::Consumer;
-use super::consumer_error::ConsumerError;
-use super::message::Message;
+use crate::consumer::Consumer;
+use crate::consumer::error::ConsumerError;
+use crate::consumer::message::Message;
 
 impl Consumer {
     /// Gets `msg` again after `delay`, through the retry-letter topic, and
@@ -27,7 +27,7 @@ impl Consumer {
     ///
     /// # Errors
     /// [`ConsumerError::RetryNotEnabled`] without
-    /// [`enable_retry`](super::ConsumerBuilder::enable_retry),
+    /// [`enable_retry`](crate::consumer::ConsumerBuilder::enable_retry),
     /// [`ConsumerError::ForeignMessage`] for a message of another consumer
     /// (both before anything is sent), [`ConsumerError::Letter`] if the
     /// publish failed (the original is not acked: nack it or let it time

@@ -10,12 +10,12 @@
 
 use std::collections::VecDeque;
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 /// A message from the broker, as the driver hands it to the core (one per
 /// batch member), and as the core hands it to the application.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Incoming<M> {
+pub(crate) struct Incoming<M> {
     /// Its id; a batch member's id carries its `batch_index`.
     pub id: MessageId,
     /// How often the broker delivered it before (Shared and Key_Shared
@@ -34,7 +34,7 @@ pub struct Incoming<M> {
 
 /// What the driver must do, in order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action<M> {
+pub(crate) enum Action<M> {
     /// Send `CommandFlow` granting this many permits.
     Flow(u32),
     /// Send `CommandAck`. The ids carry no batch index: a batch is acked

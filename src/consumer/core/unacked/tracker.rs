@@ -28,33 +28,15 @@
 
 use std::time::{Duration, Instant};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 use super::id_index::{IdIndex, Probe};
-use super::nack::RedeliveryBackoff;
-use super::tick::TickGrid;
 use super::tick_lists::{NEVER, TickLists};
+use crate::consumer::core::nack::RedeliveryBackoff;
+use crate::consumer::core::tick::TickGrid;
 
 /// Messages held by the application, bucketed by the tick on which their
 /// ack timeout expires.
-///
-/// # Examples
-/// ```
-/// use std::time::{Duration, Instant};
-/// use pulsar_wire::MessageId;
-/// use pulsar_wire::consumer::unacked::UnackedTracker;
-///
-/// let t0 = Instant::now();
-/// let mut tracker = UnackedTracker::new(Duration::from_secs(10), Duration::from_millis(500));
-/// tracker.insert(t0, MessageId::new(7, 0));
-/// tracker.insert(t0 + Duration::from_millis(300), MessageId::new(7, 1));
-/// assert!(tracker.remove(MessageId::new(7, 0)), "acked in time");
-/// // 7:1 is due at 10.3 s, so it is requested at the 10.5 s tick.
-/// assert_eq!(tracker.next_deadline(), Some(t0 + Duration::from_millis(10_500)));
-/// assert!(tracker.expire(t0 + Duration::from_millis(10_499)).is_empty());
-/// assert_eq!(tracker.expire(t0 + Duration::from_millis(10_500)), [MessageId::new(7, 1)]);
-/// assert!(tracker.is_empty());
-/// ```
 #[derive(Debug)]
 pub struct UnackedTracker {
     timeout: Option<Duration>,
@@ -195,16 +177,19 @@ impl UnackedTracker {
         self.index.clear();
     }
 
+    #[cfg(any(test, feature = "unstable"))]
     /// How many messages are tracked.
     pub fn len(&self) -> usize {
         self.lists.len()
     }
 
+    #[cfg(any(test, feature = "unstable"))]
     /// Whether no message is tracked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[cfg(any(test, feature = "unstable"))]
     /// Heap bytes held, computed from capacities: slab nodes, index slots,
     /// and an estimate of 64 bytes per due tick for the tick map.
     pub fn allocated_bytes(&self) -> usize {
@@ -374,5 +359,35 @@ mod tests {
                 proptest::prop_assert_eq!(t.next_deadline(), next);
             }
         }
+    }
+
+    #[test]
+    fn an_id_acked_in_time_is_never_expired_and_a_late_one_at_its_tick()
+    -> Result<(), Box<dyn std::error::Error>> {
+        use super::UnackedTracker;
+        use crate::message_id::MessageId;
+        use std::time::Duration;
+
+        let t0 = crate::clock::now();
+        let mut tracker = UnackedTracker::new(Duration::from_secs(10), Duration::from_millis(500));
+        tracker.insert(t0, MessageId::new(7, 0));
+        tracker.insert(t0 + Duration::from_millis(300), MessageId::new(7, 1));
+        assert!(tracker.remove(MessageId::new(7, 0)), "acked in time");
+        // 7:1 is due at 10.3 s, so it is requested at the 10.5 s tick.
+        assert_eq!(
+            tracker.next_deadline(),
+            Some(t0 + Duration::from_millis(10_500))
+        );
+        assert!(
+            tracker
+                .expire(t0 + Duration::from_millis(10_499))
+                .is_empty()
+        );
+        assert_eq!(
+            tracker.expire(t0 + Duration::from_millis(10_500)),
+            [MessageId::new(7, 1)]
+        );
+        assert!(tracker.is_empty());
+        Ok(())
     }
 }

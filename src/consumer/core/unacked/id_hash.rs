@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 /// Builds [`IdHasher`]s; the `S` of `HashMap<MessageId, _, S>`.
 ///
-/// [`MessageId`]: crate::MessageId
+/// [`MessageId`]: crate::message_id::MessageId
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IdBuildHasher {
     key: u64,
@@ -99,7 +99,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::MessageId;
+    use crate::message_id::MessageId;
 
     #[test]
     fn ids_that_differ_in_any_field_hash_apart() {

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use super::dead_letter::DeadLetterPolicy;
-use super::message::Message;
 use crate::client::TopicName;
+use crate::consumer::core::dead_letter::DeadLetterPolicy;
+use crate::consumer::message::Message;
 use crate::producer::ProducerMessage;
 
 /// The Java client's `MAX_RECONSUMETIMES`: the dead-letter limit of a
-/// consumer with [`enable_retry`](super::ConsumerBuilder::enable_retry)
+/// consumer with [`enable_retry`](crate::consumer::ConsumerBuilder::enable_retry)
 /// and no dead-letter policy of its own.
 pub const DEFAULT_MAX_RECONSUMETIMES: u32 = 16;
 
@@ -121,9 +121,9 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::MessageId;
     use crate::consumer::dead_letter;
     use crate::consumer::message::MessageFields;
+    use crate::message_id::MessageId;
     use crate::proto::KeyValue;
 
     fn message() -> Message {

@@ -24,10 +24,10 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 use super::actions::Incoming;
-use super::id_hash::IdBuildHasher;
+use super::unacked::id_hash::IdBuildHasher;
 
 /// Messages received and not yet taken by the application, each id once,
 /// with the permits they give back.

@@ -1,13 +1,15 @@
 //! The consumer core, tested like arithmetic: time is `t0 + Duration`.
 //! Timers, acks, permits, rewinds and reconnects here; batches and the
-//! dead-letter policy in `core_tests_batch_dlq`.
+//! dead-letter policy in `tests_batch_dlq`.
 
 use std::time::{Duration, Instant};
 
-use crate::MessageId;
-
-use super::{Acked, Action, ConsumerCore, Incoming};
-use super::{CoreConfig, CoreError, NackPolicy, SubscriptionType};
+use super::actions::{Action, Incoming};
+use super::config::{CoreConfig, SubscriptionType};
+use super::nack::NackPolicy;
+use super::{Acked, ConsumerCore};
+use crate::consumer::error::CumulativeAckNotAllowed;
+use crate::message_id::MessageId;
 
 pub(super) type A = Action<u64>;
 
@@ -305,7 +307,7 @@ fn cumulative_ack_on_shared_is_a_typed_error() {
         deliver(&mut core, t0, msg(id(1), 0));
         assert_eq!(
             core.ack_cumulative(t0, id(1)),
-            Err(CoreError::CumulativeAckNotAllowed { subscription: kind })
+            Err(CumulativeAckNotAllowed { subscription: kind })
         );
         assert_eq!((core.held(), drain(&mut core)), (1, vec![]));
     }
@@ -551,4 +553,81 @@ fn a_copy_of_an_acked_message_is_acked_again_not_handed_out() {
     core.on_message(t0, msg(id(1), 1)).unwrap();
     assert_eq!(drain(&mut core), [ack(&[id(1)])]);
     assert!(core.pop_for_application(t0).is_none());
+}
+
+#[test]
+fn held_past_nothing_and_acked_in_time_leaves_no_deadline() -> Result<(), Box<dyn std::error::Error>>
+{
+    use crate::consumer::core::ConsumerCore;
+    use crate::consumer::core::actions::{Action, Incoming};
+    use crate::consumer::core::config::CoreConfig;
+    use crate::message_id::MessageId;
+    use std::time::Duration;
+
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        ack_timeout: Some(Duration::from_secs(10)),
+        ..CoreConfig::default()
+    };
+    let mut core = ConsumerCore::new(config)?;
+    core.on_subscribed(t0);
+    assert_eq!(core.poll_action(), Some(Action::Flow(1000)));
+
+    let id = MessageId::new(7, 0);
+    let incoming = Incoming {
+        id,
+        redelivery_count: 0,
+        consumer_epoch: None,
+        batch_size: None,
+        message: "hi",
+    };
+    core.on_message(t0, incoming)?;
+    assert_eq!(core.pop_for_application(t0).map(|m| m.message), Some("hi"));
+    core.on_tick(t0 + Duration::from_secs(9));
+    assert_eq!(core.poll_action(), None);
+    core.ack(t0 + Duration::from_secs(9), id);
+    assert_eq!(
+        core.poll_action(),
+        Some(Action::Ack {
+            ids: vec![id],
+            cumulative: false,
+            ack_set: None
+        })
+    );
+    assert_eq!(core.next_deadline(), None);
+    Ok(())
+}
+
+#[test]
+fn skipped_members_count_as_acked_for_the_entry_ack() -> Result<(), Box<dyn std::error::Error>> {
+    use crate::consumer::core::ConsumerCore;
+    use crate::consumer::core::actions::{Action, Incoming};
+    use crate::consumer::core::config::CoreConfig;
+    use crate::message_id::MessageId;
+
+    let t0 = crate::clock::now();
+    let mut core = ConsumerCore::new(CoreConfig::default())?;
+    let entry = MessageId::new(7, 0);
+    // Redelivered with ack_set 0b010: only member 1 of 3 comes.
+    let id = entry.with_batch_index(1);
+    let incoming = Incoming {
+        id,
+        redelivery_count: 1,
+        consumer_epoch: None,
+        batch_size: Some(3),
+        message: (),
+    };
+    core.on_message(t0, incoming)?;
+    core.on_skipped_members(entry, 3, &[0, 2]);
+    core.pop_for_application(t0);
+    core.ack(t0, id);
+    assert_eq!(
+        core.poll_action(),
+        Some(Action::Ack {
+            ids: vec![entry],
+            cumulative: false,
+            ack_set: None
+        })
+    );
+    Ok(())
 }

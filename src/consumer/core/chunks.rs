@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::actions::Action;
-use crate::MessageId;
+use crate::message_id::MessageId;
 use crate::proto::MessageMetadata;
 use crate::wire::Payload;
 

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 const NIL: u32 = u32::MAX;
 /// The due tick of a node that never expires (it is in no list).
@@ -142,10 +142,12 @@ impl TickLists {
     }
 
     /// How many ids are stored.
+    #[cfg(any(test, feature = "unstable"))]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(any(test, feature = "unstable"))]
     /// Heap bytes: the slab, and an estimate of 64 bytes per due tick.
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.nodes.capacity() * size_of::<Node>() + self.buckets.len() * 64

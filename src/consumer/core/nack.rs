@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
-use super::error::ConfigError;
 use super::tick::TickGrid;
+use crate::consumer::error::ConfigError;
 
 /// A delay that grows with the redelivery count:
 /// `min(max, min * multiplier^redelivery_count)`.
@@ -24,7 +24,7 @@ use super::tick::TickGrid;
 /// # Examples
 /// ```
 /// use std::time::Duration;
-/// use pulsar_wire::consumer::nack::RedeliveryBackoff;
+/// use pulsar_wire::consumer::RedeliveryBackoff;
 /// let backoff = RedeliveryBackoff::new(Duration::from_secs(1), Duration::from_secs(60), 2.0)?;
 /// assert_eq!(backoff.delay(0), Duration::from_secs(1));
 /// assert_eq!(backoff.delay(3), Duration::from_secs(8));

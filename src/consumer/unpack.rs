@@ -37,8 +37,8 @@ use bytes::Bytes;
 
 use super::crypto::{CryptoFailureAction, EncryptionContext, Unreadable};
 use super::message::{Message, MessageFields, Undecoded};
-use crate::MessageId;
 use crate::compression::{Compression, CompressionError};
+use crate::message_id::MessageId;
 use crate::proto::command_ack::ValidationError;
 use crate::proto::{KeyValue, MessageMetadata};
 use crate::wire::batch::{self, BatchError};
@@ -47,7 +47,7 @@ use crate::wire::{Checksum, Payload};
 /// An entry that cannot be handed to the application.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum UnpackError {
+pub(crate) enum UnpackError {
     /// The payload's checksum did not match its bytes.
     #[error("entry {id}: checksum mismatch (carried {carried:#010x}, computed {computed:#010x})")]
     Checksum {
@@ -87,7 +87,7 @@ pub enum UnpackError {
 
 impl UnpackError {
     /// The validation error to report to the broker with the ack.
-    pub fn validation_error(&self) -> ValidationError {
+    pub(crate) fn validation_error(&self) -> ValidationError {
         match self {
             Self::Checksum { .. } => ValidationError::ChecksumMismatch,
             Self::Decompression {
@@ -104,7 +104,7 @@ impl UnpackError {
     }
 
     /// The entry's id.
-    pub fn id(&self) -> MessageId {
+    pub(crate) fn id(&self) -> MessageId {
         match self {
             Self::Checksum { id, .. }
             | Self::Decompression { id, .. }
@@ -309,5 +309,5 @@ fn properties(kv: &[KeyValue]) -> HashMap<String, String> {
 }
 
 #[cfg(test)]
-#[path = "receive_tests.rs"]
+#[path = "unpack_tests.rs"]
 mod tests;

@@ -15,9 +15,9 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
-use super::id_hash::IdBuildHasher;
+use super::unacked::id_hash::IdBuildHasher;
 
 /// The last ids acked while held, without hashing them (a ring): at a
 /// reconnect or rewind they join [`Settled`], since the broker may dispatch

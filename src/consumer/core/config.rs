@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::proto::command_subscribe::SubType;
 
 use super::dead_letter::DeadLetterPolicy;
-use super::error::ConfigError;
 use super::nack::{NackPolicy, RedeliveryBackoff};
+use crate::consumer::error::ConfigError;
 
 /// How a subscription shares its messages among its consumers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -56,21 +56,8 @@ pub const DEFAULT_REWIND_MIN_DELAY: Duration = Duration::from_millis(100);
 /// Exclusive subscription, a queue of 1000, no ack timeout, a 500 ms tick,
 /// immediate nacks (rewinds on Exclusive and Failover at least 100 ms
 /// apart), no dead-letter policy, no batch index ack.
-///
-/// # Examples
-/// ```
-/// use std::time::Duration;
-/// use pulsar_wire::consumer::{CoreConfig, SubscriptionType};
-/// let config = CoreConfig {
-///     subscription_type: SubscriptionType::Shared,
-///     ack_timeout: Some(Duration::from_secs(30)),
-///     ..CoreConfig::default()
-/// };
-/// config.validate()?;
-/// # Ok::<(), pulsar_wire::consumer::ConfigError>(())
-/// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct CoreConfig {
+pub(crate) struct CoreConfig {
     /// The subscription type.
     pub subscription_type: SubscriptionType,
     /// How many messages the broker may push ahead of the application.
@@ -127,7 +114,7 @@ impl CoreConfig {
     ///
     /// # Errors
     /// The first problem found, as a [`ConfigError`].
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.receiver_queue_size == 0 {
             return Err(ConfigError::ZeroReceiverQueue);
         }
@@ -201,5 +188,19 @@ mod tests {
             .collect();
         assert_eq!(by_id, [Shared, KeyShared]);
         assert_eq!(SubType::from(KeyShared), SubType::KeyShared);
+    }
+
+    #[test]
+    fn a_shared_config_with_an_ack_timeout_is_valid() -> Result<(), Box<dyn std::error::Error>> {
+        use super::{CoreConfig, SubscriptionType};
+        use std::time::Duration;
+
+        let config = CoreConfig {
+            subscription_type: SubscriptionType::Shared,
+            ack_timeout: Some(Duration::from_secs(30)),
+            ..CoreConfig::default()
+        };
+        config.validate()?;
+        Ok(())
     }
 }

@@ -19,14 +19,14 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tracing::debug;
 
-use super::SubscriptionType;
-use super::consumer_error::ConsumerError;
-use super::dead_letter::{self, Reconsume};
-use super::letter_copy::{LetterTopics, copy_of, failure_backoff, sorted};
-use super::message::Message;
-use super::subscribe::InitialPosition;
-use crate::MessageId;
+use super::copy::{LetterTopics, copy_of, failure_backoff, sorted};
 use crate::client::Client;
+use crate::consumer::core::config::SubscriptionType;
+use crate::consumer::core::dead_letter::{self, Reconsume};
+use crate::consumer::error::ConsumerError;
+use crate::consumer::message::Message;
+use crate::consumer::subscribe::InitialPosition;
+use crate::message_id::MessageId;
 use crate::producer::{Producer, ProducerError, ProducerMessage};
 
 /// Where a consumer's copies go, and the producers that take them there.

@@ -15,9 +15,9 @@
 
 use std::collections::HashMap;
 
-use super::id_hash::IdBuildHasher;
+use super::unacked::id_hash::IdBuildHasher;
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 #[derive(Debug)]
 struct Entry {

@@ -1,8 +1,10 @@
 //! The core without per-message tracking (a reader's): what it keeps stays
 //! bounded by the receiver queue, however many messages pass.
 
-use super::core_tests::{batch_msg, core, drain, id, member, msg};
-use super::{Action, ConfigError, CoreConfig};
+use super::actions::Action;
+use super::config::CoreConfig;
+use super::tests::{batch_msg, core, drain, id, member, msg};
+use crate::consumer::error::ConfigError;
 
 fn untracked() -> CoreConfig {
     CoreConfig {

@@ -19,7 +19,7 @@
 //! only a matching place is confirmed against the id (`key_of`).
 
 use super::id_hash::process_key;
-use crate::MessageId;
+use crate::message_id::MessageId;
 
 /// An empty slot (no handle is `u32::MAX`).
 const EMPTY: u64 = u64::MAX;
@@ -132,6 +132,7 @@ impl IdIndex {
         self.len = 0;
     }
 
+    #[cfg(any(test, feature = "unstable"))]
     /// Bytes held by the table.
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.slots.capacity() * size_of::<u64>()

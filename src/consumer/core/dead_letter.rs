@@ -10,15 +10,16 @@
 //! 3 the application sees counts 0, 1 and 2. [`DeadLetterCutoff::JavaStyle`]
 //! hands it over once more and forwards it on its next redelivery request.
 //!
-//! `reconsume_later` publishes to the retry-letter topic (default
+//! [`Consumer::reconsume_later`](crate::consumer::Consumer::reconsume_later)
+//! publishes to the retry-letter topic (default
 //! `<topic>-<subscription>-RETRY`) with [`RECONSUMETIMES`] and
-//! [`DELAY_TIME`]; see [`reconsume_later`].
+//! [`DELAY_TIME`].
 
 use std::time::Duration;
 
-use crate::MessageId;
+use crate::message_id::MessageId;
 
-use super::error::ConfigError;
+use crate::consumer::error::ConfigError;
 
 /// Property: the full name of the topic the message was first published to.
 pub const REAL_TOPIC: &str = "REAL_TOPIC";
@@ -50,7 +51,6 @@ pub enum DeadLetterCutoff {
 /// policy.validate()?;
 /// assert_eq!(policy.dead_letter_topic("persistent://t/n/orders", "billing"),
 ///            "persistent://t/n/orders-billing-DLQ");
-/// assert!(!policy.forwards_on_arrival(2) && policy.forwards_on_arrival(3));
 /// # Ok::<(), pulsar_wire::consumer::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +117,12 @@ impl DeadLetterPolicy {
 
     /// Whether a message arriving with `redelivery_count` is forwarded
     /// without reaching the application.
-    pub fn forwards_on_arrival(&self, redelivery_count: u32) -> bool {
+    pub(crate) fn forwards_on_arrival(&self, redelivery_count: u32) -> bool {
         self.cutoff == DeadLetterCutoff::OnArrival && self.reached(redelivery_count)
     }
 
     /// Whether `redelivery_count` is at or past the limit.
-    pub fn reached(&self, redelivery_count: u32) -> bool {
+    pub(crate) fn reached(&self, redelivery_count: u32) -> bool {
         redelivery_count >= self.max_redeliver_count
     }
 }
@@ -160,20 +160,7 @@ fn collect<K: Into<String>, V: Into<String>>(
 ///
 /// Both are kept if the message already has them (it came through the
 /// retry topic, whose copies name the first topic and id), as Java does.
-///
-/// # Examples
-/// ```
-/// use pulsar_wire::MessageId;
-/// use pulsar_wire::consumer::dead_letter::dead_letter_properties;
-/// let origin = MessageId::new(1, 0).with_batch_index(0);
-/// let props = dead_letter_properties([("k", "v")], "persistent://public/default/t", origin);
-/// assert_eq!(props, [
-///     ("k".to_owned(), "v".to_owned()),
-///     ("REAL_TOPIC".to_owned(), "persistent://public/default/t".to_owned()),
-///     ("ORIGIN_MESSAGE_ID".to_owned(), "1:0:-1:0".to_owned()),
-/// ]);
-/// ```
-pub fn dead_letter_properties<K: Into<String>, V: Into<String>>(
+pub(crate) fn dead_letter_properties<K: Into<String>, V: Into<String>>(
     original: impl IntoIterator<Item = (K, V)>,
     real_topic: &str,
     origin: MessageId,
@@ -186,7 +173,7 @@ pub fn dead_letter_properties<K: Into<String>, V: Into<String>>(
 
 /// Where `reconsume_later` sends a message, with the copy's properties.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reconsume {
+pub(crate) enum Reconsume {
     /// Publish to the retry-letter topic, delivered after `delay`
     /// (`deliver_at_time` = publish time + delay).
     Retry {
@@ -209,27 +196,7 @@ pub enum Reconsume {
 /// [`RECONSUMETIMES`] = previous + 1 (1 the first time) and, for a retry,
 /// [`DELAY_TIME`] in milliseconds. The original is acked once the copy's
 /// publish is confirmed, as for a dead-letter forward.
-///
-/// # Examples
-/// ```
-/// use std::time::Duration;
-/// use pulsar_wire::MessageId;
-/// use pulsar_wire::consumer::dead_letter::{reconsume_later, DeadLetterPolicy, Reconsume};
-/// let policy = DeadLetterPolicy::after_redeliveries(2);
-/// let first = reconsume_later(&policy, [("a", "1")], [("b", "2")], "t", MessageId::new(3, 4),
-///                             Duration::from_secs(3));
-/// let Reconsume::Retry { properties, .. } = first else { panic!("retried") };
-/// assert!(properties.contains(&("RECONSUMETIMES".into(), "1".into())));
-/// assert!(properties.contains(&("DELAY_TIME".into(), "3000".into())));
-/// // Second and third time round: the third would exceed 2.
-/// let again = reconsume_later(&policy, properties.clone(), None::<(String, String)>, "t-RETRY",
-///                             MessageId::new(9, 0), Duration::from_secs(3));
-/// let Reconsume::Retry { properties, .. } = again else { panic!("retried") };
-/// let last = reconsume_later(&policy, properties, None::<(String, String)>, "t-RETRY",
-///                            MessageId::new(9, 1), Duration::from_secs(3));
-/// assert!(matches!(last, Reconsume::DeadLetter { .. }));
-/// ```
-pub fn reconsume_later<K1, V1, K2, V2>(
+pub(crate) fn reconsume_later<K1, V1, K2, V2>(
     policy: &DeadLetterPolicy,
     original: impl IntoIterator<Item = (K1, V1)>,
     custom: impl IntoIterator<Item = (K2, V2)>,
@@ -362,5 +329,67 @@ mod tests {
         assert_eq!(get(&properties, RECONSUMETIMES), Some("4"));
         assert_eq!(get(&properties, DELAY_TIME), None);
         assert_eq!(get(&properties, "a"), Some("b"));
+    }
+
+    #[test]
+    fn a_copy_carries_the_original_properties_its_topic_and_its_id() {
+        let origin = MessageId::new(1, 0).with_batch_index(0);
+        let props = dead_letter_properties([("k", "v")], "persistent://public/default/t", origin);
+        assert_eq!(
+            props,
+            [
+                ("k".to_owned(), "v".to_owned()),
+                (
+                    "REAL_TOPIC".to_owned(),
+                    "persistent://public/default/t".to_owned()
+                ),
+                ("ORIGIN_MESSAGE_ID".to_owned(), "1:0:-1:0".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn reconsuming_counts_up_and_goes_to_the_dead_letter_topic_past_the_limit() {
+        let policy = DeadLetterPolicy::after_redeliveries(2);
+        let first = reconsume_later(
+            &policy,
+            [("a", "1")],
+            [("b", "2")],
+            "t",
+            MessageId::new(3, 4),
+            Duration::from_secs(3),
+        );
+        let Reconsume::Retry { properties, .. } = first else {
+            panic!("retried")
+        };
+        assert!(properties.contains(&("RECONSUMETIMES".into(), "1".into())));
+        assert!(properties.contains(&("DELAY_TIME".into(), "3000".into())));
+        // Second and third time round: the third would exceed 2.
+        let again = reconsume_later(
+            &policy,
+            properties.clone(),
+            None::<(String, String)>,
+            "t-RETRY",
+            MessageId::new(9, 0),
+            Duration::from_secs(3),
+        );
+        let Reconsume::Retry { properties, .. } = again else {
+            panic!("retried")
+        };
+        let last = reconsume_later(
+            &policy,
+            properties,
+            None::<(String, String)>,
+            "t-RETRY",
+            MessageId::new(9, 1),
+            Duration::from_secs(3),
+        );
+        assert!(matches!(last, Reconsume::DeadLetter { .. }));
+    }
+
+    #[test]
+    fn a_policy_after_three_redeliveries_forwards_on_the_fourth_arrival() {
+        let policy = DeadLetterPolicy::after_redeliveries(3);
+        assert!(!policy.forwards_on_arrival(2) && policy.forwards_on_arrival(3));
     }
 }

@@ -1,11 +1,14 @@
 //! The consumer core's batch-member acks and dead-letter forwards.
 
-use crate::MessageId;
+use super::Acked;
+use super::actions::Incoming;
+use super::config::CoreConfig;
+use super::dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
+use super::nack::NackPolicy;
+use crate::consumer::error::CoreError;
+use crate::message_id::MessageId;
 
-use super::core_tests::{A, ack, batch_msg, core, deliver, drain, id, member, msg, secs, shared};
-use super::{
-    Acked, CoreConfig, CoreError, DeadLetterCutoff, DeadLetterPolicy, Incoming, NackPolicy,
-};
+use super::tests::{A, ack, batch_msg, core, deliver, drain, id, member, msg, secs, shared};
 
 fn dead_letter(max: u32, cutoff: DeadLetterCutoff) -> CoreConfig {
     CoreConfig {

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::MessageId;
-
-use super::{Action, ConsumerCore, Incoming};
-use super::{CoreConfig, DeadLetterCutoff, DeadLetterPolicy, NackPolicy, SubscriptionType};
+use super::ConsumerCore;
+use super::actions::{Action, Incoming};
+use super::config::{CoreConfig, SubscriptionType};
+use super::dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
+use super::nack::NackPolicy;
+use crate::message_id::MessageId;
 
 const ENTRIES: u64 = 10;
 const MAX_BATCH: u32 = 3;

@@ -1,0 +1,273 @@
+//! The application's answers to the messages it was handed (ack,
+//! cumulative ack, nack), the ack timeout and dead-letter results, and the
+//! redeliveries and rewinds they lead to.
+
+use std::time::Instant;
+
+use crate::message_id::MessageId;
+
+use super::ConsumerCore;
+use super::batch_acks::MemberAck;
+use super::nack::Nacked;
+use crate::consumer::error::CumulativeAckNotAllowed;
+
+/// What became of an application's ack ([`ConsumerCore::ack`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acked {
+    /// An [`Action::Ack`] that covers it is queued (it is the last one).
+    Queued,
+    /// A batch member whose ack waits for the rest of its batch: it goes
+    /// out with the ack of `entry` (the entry's id), once every member is
+    /// acked. Nothing is queued yet.
+    AwaitingBatch {
+        /// The id of the member's entry.
+        entry: MessageId,
+    },
+    /// Nothing can be sent for it: a batch member of an entry the core has
+    /// no state for, acked without its batch size, or any ack on a core
+    /// that does not track messages (a reader's).
+    Unrecorded,
+}
+
+impl<M: Clone> ConsumerCore<M> {
+    #[cfg(any(test, feature = "fuzzing"))]
+    /// The application acked `id`: stops its clock and sends the ack (for a
+    /// batch member, once its entry is complete, or at once with an
+    /// `ack_set` under batch index ack). Acking a message with a delayed
+    /// nack withdraws the nack.
+    ///
+    /// A message id is a position, valid on every connection: an id the
+    /// core no longer holds (acked after a reconnect, a rewind, an
+    /// ack-timeout expiry or a nack) is acked all the same, and a copy of it
+    /// that is queued or arrives later is dropped. For a batch member of an
+    /// entry the core has no state for, use
+    /// [`ack_with_batch_size`](Self::ack_with_batch_size), so the member can
+    /// be recorded without acking its siblings.
+    pub(crate) fn ack(&mut self, now: Instant, id: MessageId) -> Acked {
+        self.ack_with_batch_size(now, id, None)
+    }
+
+    /// As [`ack`](Self::ack), with the batch size of a batch member's entry
+    /// (`None` for a plain message).
+    pub(crate) fn ack_with_batch_size(
+        &mut self,
+        now: Instant,
+        id: MessageId,
+        batch_size: Option<u32>,
+    ) -> Acked {
+        self.anchor(now);
+        if !self.config.track_messages {
+            return Acked::Unrecorded; // a reader's core: nothing to ack
+        }
+        if self.held.remove(id) || self.nacks.cancel(id) {
+            // Hashing the id for an empty map cost ~1% of a consume run.
+            if !self.last_chance.is_empty() {
+                self.last_chance.remove(&id);
+            }
+            self.recent.push(id);
+            return self.settle(id, false);
+        }
+        self.settled.insert(id);
+        if !id.is_batch_member() {
+            self.actions.ack(id);
+            return Acked::Queued;
+        }
+        let outcome = self.batches.ack_untracked(id, batch_size);
+        self.member_acked(outcome)
+    }
+
+    #[cfg(any(test, feature = "fuzzing"))]
+    /// The application acked everything up to and including `upto`: stops
+    /// the clocks and withdraws the delayed nacks it covers, and drops
+    /// copies of what it covers that are queued or arrive later. Sent
+    /// whatever the core holds, as [`ack`](Self::ack).
+    ///
+    /// # Errors
+    /// [`CumulativeAckNotAllowed`] on Shared and Key_Shared.
+    pub(crate) fn ack_cumulative(
+        &mut self,
+        now: Instant,
+        upto: MessageId,
+    ) -> Result<Acked, CumulativeAckNotAllowed> {
+        self.ack_cumulative_with_batch_size(now, upto, None)
+    }
+
+    /// As [`ack_cumulative`](Self::ack_cumulative), with the batch size of
+    /// `upto`'s entry when it is a batch member.
+    ///
+    /// # Errors
+    /// As [`ack_cumulative`](Self::ack_cumulative).
+    pub(crate) fn ack_cumulative_with_batch_size(
+        &mut self,
+        now: Instant,
+        upto: MessageId,
+        batch_size: Option<u32>,
+    ) -> Result<Acked, CumulativeAckNotAllowed> {
+        self.anchor(now);
+        let subscription = self.config.subscription_type;
+        if !subscription.allows_cumulative_ack() {
+            return Err(CumulativeAckNotAllowed { subscription });
+        }
+        if !self.config.track_messages {
+            return Ok(Acked::Unrecorded);
+        }
+        let mut covered = self.held.remove_up_to(upto);
+        covered.extend(self.nacks.cancel_up_to(upto));
+        if !self.last_chance.is_empty() {
+            self.last_chance.retain(|id, _| *id > upto);
+        }
+        self.settled.cumulative(upto);
+        let ack =
+            self.batches
+                .ack_cumulative(upto, batch_size, self.config.batch_index_ack_enabled);
+        for id in covered.into_iter().filter(MessageId::is_batch_member) {
+            self.batches.leave(id);
+        }
+        let sent = ack.as_ref().map(|(id, _)| *id);
+        if let Some((id, ack_set)) = ack {
+            self.actions.ack_cumulative(id, ack_set);
+        }
+        // A member whose entry is not complete is covered only once it is.
+        Ok(match sent {
+            Some(id) if id >= upto.entry() => Acked::Queued,
+            _ if !upto.is_batch_member() => Acked::Queued,
+            _ => Acked::AwaitingBatch {
+                entry: upto.entry(),
+            },
+        })
+    }
+
+    /// The application nacked `id` (delivered `redelivery_count` times
+    /// before): stops its clock and asks for it again, now or after the nack
+    /// policy's delay. An id the application does not hold is ignored.
+    ///
+    /// On Exclusive and Failover, where the broker can only rewind to the
+    /// first unacked message ([`Action::RedeliverAll`]), the rewind is
+    /// coalesced: messages already received keep reaching the application,
+    /// permits are withheld so the queue drains, and the rewind goes out
+    /// once the application asks for a message with none queued, and no
+    /// sooner than [`CoreConfig::rewind_min_delay`] after the nack. Nacks
+    /// meanwhile join it. So every message makes progress, and the nacked
+    /// one comes back after the others.
+    pub(crate) fn nack(&mut self, now: Instant, id: MessageId, redelivery_count: u32) {
+        self.anchor(now);
+        if self.held.remove(id) && self.nacks.nack(now, id, redelivery_count) == Nacked::Now {
+            self.request_redelivery(vec![id], Some(now));
+        }
+    }
+
+    /// Time passed: requests again, in one command, every message whose
+    /// ack timeout expired and every delayed nack now due (a due nack on
+    /// Exclusive or Failover joins a coalesced rewind, see
+    /// [`nack`](Self::nack)); sends a coalesced rewind that is due.
+    pub(crate) fn on_tick(&mut self, now: Instant) {
+        self.anchor(now);
+        let expired = self.held.expire(now);
+        let nacked = self.nacks.expire(now);
+        if !expired.is_empty() {
+            self.request_redelivery(expired, None);
+        }
+        if !nacked.is_empty() {
+            self.request_redelivery(nacked, Some(now));
+        }
+        self.rewind_if_due(now);
+    }
+
+    /// The dead-letter publish of `origin` finished. On success the original
+    /// is acked; on failure it is requested again and never acked, so it
+    /// comes back (a duplicate in the dead-letter topic is acceptable, a
+    /// loss is not). Unknown origins are ignored.
+    pub(crate) fn on_dead_letter_result(&mut self, origin: MessageId, result: Result<(), ()>) {
+        if !self.forwarding.remove(&origin) {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.settle(origin, true);
+            }
+            Err(()) => {
+                if origin.is_batch_member() {
+                    self.batches.forward_failed(origin);
+                }
+                self.redeliver(vec![origin.entry()], None);
+            }
+        }
+    }
+
+    /// An acked message or member (`forwarded`: by a confirmed forward).
+    pub(super) fn settle(&mut self, id: MessageId, forwarded: bool) -> Acked {
+        if !id.is_batch_member() {
+            self.actions.ack(id);
+            return Acked::Queued;
+        }
+        let outcome = self.batches.ack(id, forwarded);
+        self.member_acked(outcome)
+    }
+
+    /// Queues what acking a batch member led to.
+    pub(super) fn member_acked(&mut self, outcome: MemberAck) -> Acked {
+        match outcome {
+            MemberAck::Entry(entry) => self.actions.ack(entry),
+            MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
+                self.actions.ack_members(entry, set);
+            }
+            MemberAck::Partial(entry, _) => return Acked::AwaitingBatch { entry },
+            MemberAck::Untracked => return Acked::Unrecorded,
+        }
+        Acked::Queued
+    }
+
+    /// Held messages to request again: a last-chance message goes to the
+    /// dead-letter topic, the rest are redelivered. `nacked_at`: asked for
+    /// by a nack at that instant (a rewind is then coalesced).
+    pub(super) fn request_redelivery(&mut self, ids: Vec<MessageId>, nacked_at: Option<Instant>) {
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some((count, message)) = self.last_chance.remove(&id) {
+                if id.is_batch_member() {
+                    self.batches.start_forward(id);
+                }
+                self.forward(id, count, message);
+            } else {
+                if id.is_batch_member() {
+                    self.batches.leave(id);
+                }
+                entries.push(id.entry());
+            }
+        }
+        if !entries.is_empty() {
+            self.redeliver(entries, nacked_at);
+        }
+    }
+
+    pub(super) fn redeliver(&mut self, entries: Vec<MessageId>, nacked_at: Option<Instant>) {
+        if self.config.subscription_type.redelivers_by_id() {
+            self.actions.redeliver(entries);
+        } else if let Some(now) = nacked_at {
+            self.rewind.request(now, self.config.rewind_min_delay);
+            self.rewind_if_due(now);
+        } else {
+            self.rewind();
+        }
+    }
+
+    /// Sends a coalesced rewind if it is due at `now`.
+    pub(super) fn rewind_if_due(&mut self, now: Instant) {
+        if self.rewind.is_due(now, self.queue.len()) {
+            self.rewind();
+        }
+    }
+
+    /// Exclusive/Failover: the broker redelivers everything unacked, so
+    /// drop what is local, move to a new epoch, and give back the cleared
+    /// queue's permits.
+    pub(super) fn rewind(&mut self) {
+        let withheld = self.rewind.take();
+        let flow = self.queue.rewind();
+        self.clear_held();
+        self.epoch += 1;
+        self.actions.rewind(self.epoch);
+        let permits = flow.unwrap_or(0).saturating_add(withheld);
+        self.flow((permits > 0).then_some(permits));
+    }
+}

@@ -1,0 +1,44 @@
+//! What the handle asks of its task: one command per call, each carrying
+//! its reply.
+
+use super::*;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, ConsumerError>>;
+
+/// What the handle asks of its task; each request carries its reply.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Hand the next message over when there is one.
+    Receive(Reply<Message>),
+    /// Hand the next message over if one is queued now.
+    TryReceive(Reply<Option<Message>>),
+    /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
+    /// cumulatively.
+    Ack {
+        topic: Arc<str>,
+        id: MessageId,
+        batch_size: Option<u32>,
+        cumulative: bool,
+        /// `None`: nobody waits for the outcome.
+        reply: Option<Reply<()>>,
+    },
+    /// Ask for `id` again.
+    Nack {
+        topic: Arc<str>,
+        id: MessageId,
+        redelivery_count: u32,
+    },
+    /// Move the subscription.
+    Seek(SeekTarget, Reply<()>),
+    /// The id of the last message of the (single) topic.
+    LastMessageId(Reply<MessageId>),
+    /// Whether a message is there to read (see `Reader::has_message_available`).
+    HasMessageAvailable(Reply<bool>),
+    /// Delete the subscription, then stop.
+    Unsubscribe(Reply<()>),
+    /// Close the consumer, then stop.
+    Close(Reply<()>),
+}
+
+/// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
+pub(crate) type Activity = Vec<(Arc<str>, bool)>;

@@ -1,0 +1,192 @@
+//! Messages on their way in: a delivery from the broker unpacked into the
+//! core, and queued messages handed to waiting receivers, partitions in
+//! turn.
+
+use super::*;
+
+impl Driver {
+    /// Hands queued messages to waiting receivers.
+    pub(super) async fn serve(&mut self) {
+        // One clock read per pass: the messages handed over in it are
+        // handed over at the same moment.
+        let mut now = None;
+        while let Some(reply) = self.waiting.pop_front() {
+            if reply.is_closed() {
+                continue;
+            }
+            if let Some(lost) = self.lost_reports.pop_front() {
+                let _ = reply.send(Err(lost));
+                continue;
+            }
+            let at = match now {
+                Some(at) => at,
+                None => *now.insert(self.core_now()),
+            };
+            match self.pop(at).await {
+                Some(message) => {
+                    let _ = reply.send(message);
+                }
+                None => {
+                    self.waiting.push_front(reply);
+                    if let Some(lost) = self.all_lost() {
+                        for reply in self.waiting.drain(..) {
+                            let _ = reply.send(Err(lost()));
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// When every sub gave up subscribing again: the error for receivers
+    /// (nothing more can arrive, so nobody waits forever).
+    pub(super) fn all_lost(&self) -> Option<impl Fn() -> ConsumerError + use<>> {
+        if !self.subs.iter().all(|s| s.lost) {
+            return None;
+        }
+        let topic = self.subs.first()?.name.to_string();
+        let attempts = self.resubscribes.attempts(0);
+        Some(move || ConsumerError::Lost {
+            topic: topic.clone(),
+            attempts,
+        })
+    }
+
+    /// The next queued message, partitions taken in turn; in place of one
+    /// the application must not get, the error naming it (the core holds
+    /// it as handed out: unacked, under the ack timeout).
+    pub(super) async fn pop(
+        &mut self,
+        now: std::time::Instant,
+    ) -> Option<Result<Message, ConsumerError>> {
+        let n = self.subs.len();
+        for k in 0..n {
+            let index = (self.next_sub + k) % n;
+            if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
+                self.subs[index]
+                    .position
+                    .handed_out(incoming.id, incoming.batch_size);
+                self.next_sub = (index + 1) % n;
+                self.run_actions(index).await;
+                let message = incoming.message;
+                return Some(match message.unreadable() {
+                    None => Ok(message),
+                    Some(reason) => {
+                        warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
+                        Err(ConsumerError::Unreadable {
+                            topic: message.topic().to_owned(),
+                            id: message.id(),
+                            reason,
+                        })
+                    }
+                });
+            }
+        }
+        // Finding every queue empty may let a coalesced rewind go out.
+        for index in 0..n {
+            self.run_actions(index).await;
+        }
+        None
+    }
+
+    pub(super) async fn on_event(&mut self, index: usize, generation: u64, event: ConsumerEvent) {
+        let now = self.core_now();
+        let Some(sub) = self.subs.get_mut(index) else {
+            return;
+        };
+        if sub.generation != generation {
+            return;
+        }
+        match event {
+            ConsumerEvent::Message {
+                message_id,
+                redelivery_count,
+                ack_set,
+                consumer_epoch,
+                payload,
+            } => {
+                sub.delivered = true;
+                let Some((message_id, payload)) = self
+                    .assemble(index, message_id, consumer_epoch, payload)
+                    .await
+                else {
+                    return; // a chunk of a message still incomplete
+                };
+                let sub = &mut self.subs[index];
+                // What the broker counted against the permits.
+                let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+                let max_size = chunks::decompress_limit(sub.conn.max_receive_size(), &payload);
+                let delivery = Delivery {
+                    topic: &sub.name,
+                    partition: sub.partition,
+                    message_id,
+                    redelivery_count,
+                    ack_set: &ack_set,
+                    payload,
+                    max_size,
+                    crypto: self.settings.crypto_failure_action,
+                };
+                let lost_permits = match unpack::unpack(delivery) {
+                    Ok(mut unpacked) => {
+                        sub.position.retain(&mut unpacked);
+                        // Members skipped (acked, or before the start), or
+                        // a batch kept whole (undecoded).
+                        let lost = permits.saturating_sub(unpacked.messages.len() as u32);
+                        for message in unpacked.messages {
+                            let incoming = Incoming {
+                                id: message.0.id,
+                                redelivery_count,
+                                consumer_epoch,
+                                batch_size: unpacked.batch_size,
+                                message,
+                            };
+                            if let Err(e) = sub.core.on_message(now, incoming) {
+                                warn!(topic = %sub.name, error = %e, "message refused by the consumer core");
+                            }
+                        }
+                        if let Some(size) = unpacked.batch_size {
+                            sub.core
+                                .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
+                        }
+                        lost
+                    }
+                    Err(e) => {
+                        // Never handed out: reported to the broker (see unpack.rs).
+                        warn!(topic = %sub.name, error = %e, "dropping an invalid entry");
+                        let invalid = commands::ack_invalid(sub.id, e.id(), e.validation_error());
+                        let _ = sub.conn.send_control(invalid).await;
+                        permits
+                    }
+                };
+                if lost_permits > 0 {
+                    // Members that never reach the core: their permits go
+                    // straight back to the broker.
+                    let _ = sub
+                        .conn
+                        .send_control(commands::flow(sub.id, lost_permits))
+                        .await;
+                }
+                self.run_actions(index).await;
+            }
+            ConsumerEvent::ActiveConsumerChange { is_active } => {
+                let name = sub.name.clone();
+                self.activity
+                    .send_modify(|all| match all.iter_mut().find(|(t, _)| *t == name) {
+                        Some(entry) => entry.1 = is_active,
+                        None => all.push((name, is_active)),
+                    });
+            }
+            ConsumerEvent::ReachedEndOfTopic => {
+                debug!(topic = %sub.name, "reached the end of the topic");
+            }
+            ConsumerEvent::Closed(hint) | ConsumerEvent::TopicMigrated(hint) => {
+                self.reconnect(index, Some(hint)).await;
+            }
+            ConsumerEvent::ConnectionLost(e) => {
+                debug!(topic = %sub.name, error = %e, "connection lost");
+                self.reconnect(index, None).await;
+            }
+        }
+    }
+}

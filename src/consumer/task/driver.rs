@@ -1,0 +1,319 @@
+//! The driver: its state per subscribed topic or partition, and the loop
+//! that takes the handle's commands, the broker's events, the outcomes
+//! of forwards, acks and subscribe attempts, and the one timer.
+
+use super::*;
+
+/// Commands taken from the handle's queue in one turn of the task's loop,
+/// after the first.
+const COMMANDS_PER_TURN: usize = 64;
+
+/// One subscribed topic or partition.
+pub(super) struct Sub {
+    pub(super) topic: TopicName,
+    pub(super) name: Arc<str>,
+    pub(super) partition: i32,
+    pub(super) conn: Connection,
+    pub(super) id: ConsumerId,
+    /// Bumped per subscribe, so events from an older mailbox are ignored.
+    pub(super) generation: u64,
+    pub(super) core: ConsumerCore<Message>,
+    /// Where its messages start (a reader's start, a seek), and the last
+    /// one handed out (where a non-durable subscription resumes).
+    pub(super) position: Position,
+    /// Chunks of messages being assembled, and the chunk ids of those
+    /// handed out.
+    pub(super) chunks: ChunkAssembler,
+    /// Individual acks held for one grouped ACK frame, and when it goes.
+    pub(super) grouped: Vec<crate::proto::MessageIdData>,
+    pub(super) flush_at: Option<std::time::Instant>,
+    /// Acks someone waits for (with receipts), and ACKs to send again.
+    pub(super) acks: acks::AckWaiters,
+    /// When the current subscription was made, and whether it delivered
+    /// anything: the backoff starts over after one that lived well or did.
+    pub(super) subscribed_at: std::time::Instant,
+    pub(super) delivered: bool,
+    /// Gave up subscribing again; receivers fail once every sub is lost.
+    pub(super) lost: bool,
+}
+
+pub(super) type Events =
+    SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
+
+/// The settings the task needs.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) client: Client,
+    pub(crate) options: SubscribeOptions,
+    pub(crate) core: CoreConfig,
+    pub(crate) ack_receipts: bool,
+    /// Group individual acks into one ACK frame per this interval.
+    pub(crate) ack_group_time: Option<Duration>,
+    /// What to do with encrypted messages.
+    pub(crate) crypto_failure_action: crate::consumer::crypto::CryptoFailureAction,
+    /// Bounds on the chunked messages being assembled.
+    pub(crate) chunks: ChunkLimits,
+    /// Dead-letter forwards: where they go, and those in flight.
+    pub(crate) forwards: Forwards,
+}
+
+pub(crate) struct Driver {
+    pub(super) settings: Settings,
+    pub(super) subs: Vec<Sub>,
+    pub(super) events: Events,
+    pub(super) waiting: VecDeque<Reply<Message>>,
+    /// Round-robin start for handing out messages across partitions.
+    pub(super) next_sub: usize,
+    pub(super) activity: watch::Sender<Activity>,
+    /// Subscribe attempts after a lost subscription (see resubscribe.rs).
+    pub(super) resubscribes: resubscribe::Resubscribes,
+    /// When the task started: the instant the cores get when they do not
+    /// use the clock (see [`Driver::core_now`]).
+    pub(super) started: std::time::Instant,
+    /// ACK requests (with receipts): the next flight's token, and where
+    /// their outcomes come back.
+    pub(super) ack_tokens: u64,
+    pub(super) acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
+    pub(super) acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
+    /// Partitions given up for good while others go on: each is reported
+    /// once, to the next receiver.
+    pub(super) lost_reports: VecDeque<ConsumerError>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("subs", &self.subs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// The task: its loop, then `ended` set, so a handle that finds the
+    /// task gone can tell a close (the flag set) from a panic (not set).
+    /// The handle's queue lives until the flag is set.
+    pub(crate) async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        ended: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        self.serve_until_stopped(&mut commands).await;
+        ended.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The task's loop; ends after Close or Unsubscribe, or when every
+    /// handle is gone (then it closes the consumer).
+    async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
+        // One timer for the task's life, moved only when the earliest
+        // deadline changes: a fresh `Sleep` per loop turn registered and
+        // removed a timer-wheel entry for every message.
+        let timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(timer);
+        let mut armed: Option<std::time::Instant> = None;
+        loop {
+            let deadline = self
+                .subs
+                .iter()
+                .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
+                .flatten()
+                .min();
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at.into());
+                }
+                armed = deadline;
+            }
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(command) => {
+                        if self.on_command(command).await {
+                            return;
+                        }
+                        // Commands already queued (the application's acks
+                        // and receives) are taken in this turn, in order,
+                        // each followed by a hand-over as before; a bound
+                        // keeps the broker's events and timers fair.
+                        for _ in 0..COMMANDS_PER_TURN {
+                            let Ok(command) = commands.try_recv() else {
+                                break;
+                            };
+                            self.serve().await;
+                            if self.on_command(command).await {
+                                return;
+                            }
+                        }
+                    }
+                    None => {
+                        self.settle_forwards().await;
+                        self.deliver_pending_acks().await;
+                        self.close_all().await;
+                        self.settings.forwards.close().await;
+                        return;
+                    }
+                },
+                Some((index, generation, event)) = self.events.next() => {
+                    self.on_event(index, generation, event).await;
+                }
+                Some(forwarded) = self.settings.forwards.done.recv() => {
+                    self.on_forwarded(forwarded).await;
+                }
+                Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
+                outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
+                () = &mut timer, if armed.is_some() => {
+                    // Set again next turn, even if the deadline stays.
+                    armed = None;
+                    let now = clock::now();
+                    for index in 0..self.subs.len() {
+                        self.subs[index].core.on_tick(now);
+                        self.expire_chunks(index, now);
+                        self.run_actions(index).await;
+                        if self.subs[index].flush_at.is_some_and(|at| at <= now) {
+                            self.flush_acks(index).await;
+                        }
+                    }
+                }
+            }
+            self.serve().await;
+        }
+    }
+
+    /// Returns true when the task should stop.
+    async fn on_command(&mut self, command: Command) -> bool {
+        match command {
+            Command::Receive(reply) => self.waiting.push_back(reply),
+            Command::TryReceive(reply) => {
+                if let Some(lost) = self.lost_reports.pop_front() {
+                    let _ = reply.send(Err(lost));
+                    return false;
+                }
+                let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
+                    (None, Some(lost)) => Err(lost()),
+                    (message, _) => message.transpose(),
+                };
+                let _ = reply.send(answer);
+            }
+            Command::Ack {
+                topic,
+                id,
+                batch_size,
+                cumulative,
+                reply,
+            } => self.ack(&topic, id, batch_size, cumulative, reply).await,
+            Command::Nack {
+                topic,
+                id,
+                redelivery_count,
+            } => {
+                if let Some(index) = self.find(&topic) {
+                    self.subs[index]
+                        .core
+                        .nack(clock::now(), id, redelivery_count);
+                    self.run_actions(index).await;
+                }
+            }
+            Command::Seek(target, reply) => {
+                let _ = reply.send(self.seek(target).await);
+            }
+            Command::LastMessageId(reply) => {
+                let _ = reply.send(self.last_message_id().await);
+            }
+            Command::HasMessageAvailable(reply) => {
+                let _ = reply.send(self.has_message_available().await);
+            }
+            Command::Unsubscribe(reply) => {
+                let result = self.unsubscribe().await;
+                let done = result.is_ok();
+                let _ = reply.send(result);
+                if done {
+                    // The broker removed the consumers with the subscription.
+                    self.detach_all(false).await;
+                    self.settings.forwards.close().await;
+                    return true;
+                }
+            }
+            Command::Close(reply) => {
+                self.settle_forwards().await;
+                self.deliver_pending_acks().await;
+                self.close_all().await;
+                self.settings.forwards.close().await;
+                let _ = reply.send(Ok(()));
+                return true;
+            }
+        }
+        false
+    }
+
+    fn find(&self, topic: &str) -> Option<usize> {
+        self.subs.iter().position(|s| &*s.name == topic)
+    }
+
+    /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
+    /// that covers it (see `acks.rs`), otherwise it is answered once the
+    /// ack is handed to the core, which keeps it until it can be sent.
+    async fn ack(
+        &mut self,
+        topic: &str,
+        id: MessageId,
+        batch_size: Option<u32>,
+        cumulative: bool,
+        reply: Option<Reply<()>>,
+    ) {
+        let answer = |reply: Option<Reply<()>>, error| {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(error));
+            }
+        };
+        let Some(index) = self.find(topic) else {
+            let error = ConsumerError::ForeignMessage {
+                topic: topic.to_owned(),
+            };
+            answer(reply, error);
+            return;
+        };
+        let now = self.core_now();
+        let sub = &mut self.subs[index];
+        let acked = if cumulative {
+            match sub.core.ack_cumulative_with_batch_size(now, id, batch_size) {
+                Ok(acked) => acked,
+                Err(refused) => {
+                    answer(reply, refused.into());
+                    return;
+                }
+            }
+        } else {
+            sub.core.ack_with_batch_size(now, id, batch_size)
+        };
+        if let Some(reply) = reply {
+            match acked {
+                _ if !self.settings.ack_receipts => {
+                    let _ = reply.send(Ok(()));
+                }
+                _ if sub.lost => {
+                    let _ = reply.send(Err(self.lost_error(index)));
+                    return;
+                }
+                Acked::Queued => sub.acks.next.push(reply),
+                Acked::AwaitingBatch { entry } => {
+                    sub.acks.by_entry.entry(entry).or_default().push(reply);
+                }
+                Acked::Unrecorded => {
+                    let _ = reply.send(Err(ConsumerError::AckNotSent {
+                        topic: topic.to_owned(),
+                    }));
+                }
+            }
+        }
+        self.run_actions(index).await;
+    }
+
+    /// The instant for the cores' calls: the clock when they use it (an
+    /// ack timeout or a delayed nack), else the task's start, which they
+    /// ignore; reading the clock per message cost ~3% of a consume run.
+    pub(super) fn core_now(&self) -> std::time::Instant {
+        if self.subs.iter().any(|s| s.core.uses_clock()) {
+            clock::now()
+        } else {
+            self.started
+        }
+    }
+}
