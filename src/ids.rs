@@ -2,8 +2,7 @@
 //!
 //! The protocol uses plain `uint64` for request, producer, consumer and
 //! sequence ids; mixing them up compiles in most clients. Here each is its
-//! own type, and a connection hands out request, producer and consumer ids
-//! from one [`IdGen`].
+//! own type.
 
 use std::fmt;
 
@@ -37,45 +36,3 @@ id_type!(
     /// A producer's sequence number for one message (or the first of a batch).
     SequenceId
 );
-
-/// Hands out request, producer and consumer ids for one connection.
-///
-/// Ids are never reused while the connection lives, so a late answer to a
-/// request that timed out can never be taken for the answer to a new one.
-///
-/// # Examples
-/// ```
-/// use pulsar_wire::ids::{IdGen, RequestId};
-/// let mut ids = IdGen::default();
-/// assert_eq!(ids.next_request(), RequestId(0));
-/// assert_eq!(ids.next_request(), RequestId(1));
-/// ```
-#[derive(Debug, Default)]
-pub struct IdGen {
-    request: u64,
-    producer: u64,
-    consumer: u64,
-}
-
-impl IdGen {
-    /// The next unused request id.
-    pub fn next_request(&mut self) -> RequestId {
-        RequestId(bump(&mut self.request))
-    }
-
-    /// The next unused producer id.
-    pub fn next_producer(&mut self) -> ProducerId {
-        ProducerId(bump(&mut self.producer))
-    }
-
-    /// The next unused consumer id.
-    pub fn next_consumer(&mut self) -> ConsumerId {
-        ConsumerId(bump(&mut self.consumer))
-    }
-}
-
-fn bump(counter: &mut u64) -> u64 {
-    let id = *counter;
-    *counter = counter.wrapping_add(1);
-    id
-}

@@ -105,8 +105,8 @@ impl Driver {
     /// handle is gone (then it closes the consumer).
     async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
         // One timer for the task's life, moved only when the earliest
-        // deadline changes: a fresh `Sleep` per loop turn registered and
-        // removed a timer-wheel entry for every message.
+        // deadline changes (a fresh `Sleep` per loop turn would register and
+        // remove a timer-wheel entry for every message).
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut armed: Option<std::time::Instant> = None;
