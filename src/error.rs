@@ -77,4 +77,143 @@ impl Error {
         };
         crate::auth::failure_in(layer)
     }
+
+    /// Whether the same call may succeed if made again later (a lost
+    /// connection, a timeout, a busy broker, refused credentials that may
+    /// be renewed): the layer's own `is_retryable` ([`ConnectionError`],
+    /// [`ClientError`], [`ProducerError`], [`ConsumerError`]). False for
+    /// bytes, names and ids that are not valid, misuse, and final refusals.
+    ///
+    /// [`ConnectionError`]: crate::connection::ConnectionError::is_retryable
+    /// [`ClientError`]: crate::client::ClientError::is_retryable
+    /// [`ProducerError`]: crate::producer::ProducerError::is_retryable
+    /// [`ConsumerError`]: crate::consumer::ConsumerError::is_retryable
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Connection(e) => e.is_retryable(),
+            Self::Client(e) => e.is_retryable(),
+            Self::Producer(e) => e.is_retryable(),
+            Self::Consumer(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// Whether what failed (a connection, the client, a producer or a
+    /// consumer) is closed: every later call on it fails the same way.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Self::Connection(e) => e.is_closed(),
+            Self::Client(e) => e.is_closed(),
+            Self::Producer(e) => e.is_closed(),
+            Self::Consumer(e) => e.is_closed(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::ClientError;
+    use crate::connection::ConnectionError;
+    use crate::consumer::ConsumerError;
+    use crate::producer::ProducerError;
+    use crate::proto::ServerError;
+
+    fn refused(code: ServerError) -> ConnectionError {
+        ConnectionError::Server {
+            op: "SUBSCRIBE",
+            code,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn every_layer_defers_to_the_connection_for_what_is_retryable() {
+        let passing = [
+            ConnectionError::Disconnected,
+            ConnectionError::Timeout {
+                op: "LOOKUP",
+                after: Duration::from_secs(30),
+            },
+            refused(ServerError::ServiceNotReady),
+            refused(ServerError::AuthenticationError),
+        ];
+        let final_ = [
+            refused(ServerError::TopicNotFound),
+            refused(ServerError::ProducerFenced),
+            ConnectionError::TooLarge { size: 9, max: 8 },
+        ];
+        for (source, retryable) in passing
+            .into_iter()
+            .map(|e| (e, true))
+            .chain(final_.into_iter().map(|e| (e, false)))
+        {
+            let client = ClientError::Request {
+                op: "LOOKUP",
+                topic: "t".into(),
+                source: source.clone(),
+            };
+            let producer = ProducerError::Create {
+                topic: "t".into(),
+                source: source.clone(),
+            };
+            let consumer = ConsumerError::Request {
+                op: "SUBSCRIBE",
+                topic: "t".into(),
+                source: source.clone(),
+            };
+            assert_eq!(source.is_retryable(), retryable, "{source}");
+            assert_eq!(source.is_final(), !retryable, "{source}");
+            assert_eq!(client.is_retryable(), retryable, "{client}");
+            assert_eq!(producer.is_retryable(), retryable, "{producer}");
+            assert_eq!(consumer.is_retryable(), retryable, "{consumer}");
+            assert_eq!(Error::from(consumer).is_retryable(), retryable);
+            assert_eq!(Error::from(producer).is_retryable(), retryable);
+        }
+    }
+
+    #[test]
+    fn closed_handles_are_closed_and_not_retryable_and_misuse_is_neither() {
+        let closed = [
+            Error::from(ClientError::Closed),
+            Error::from(ProducerError::Closed),
+            Error::from(ProducerError::TaskFailed),
+            Error::from(ConsumerError::Closed),
+            Error::from(ConsumerError::Client {
+                topic: "t".into(),
+                source: ClientError::Closed,
+            }),
+            Error::from(ConnectionError::Closed),
+        ];
+        for e in &closed {
+            assert!(e.is_closed(), "{e}");
+        }
+        for e in &closed[..5] {
+            assert!(!e.is_retryable(), "{e}");
+        }
+        let misuse = [
+            Error::from(ConsumerError::NoTopic),
+            Error::from(ProducerError::ChunkingWithBatching),
+            Error::from(ProducerError::MessageTooLarge { size: 9, max: 8 }),
+        ];
+        for e in &misuse {
+            assert!(!e.is_closed() && !e.is_retryable(), "{e}");
+        }
+        let passing = [
+            Error::from(ProducerError::Timeout {
+                after: Duration::from_secs(30),
+            }),
+            Error::from(ConsumerError::UnexpectedResponse {
+                op: "SEEK",
+                topic: "t".into(),
+                got: "PONG",
+            }),
+        ];
+        for e in &passing {
+            assert!(e.is_retryable() && !e.is_closed(), "{e}");
+        }
+    }
 }

@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod backoff;
 pub mod client;
 mod clock;
 pub mod codec;

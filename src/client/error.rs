@@ -134,6 +134,40 @@ impl ClientError {
     pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
         crate::auth::failure_in(self)
     }
+
+    /// Whether the same call may succeed if made again later: reaching the
+    /// broker or a request failed with a retryable
+    /// [`ConnectionError`](crate::connection::ConnectionError::is_retryable),
+    /// or the broker's lookup answers did not settle (an unexpected answer,
+    /// too many redirects, no usable broker URL). False for a setting that
+    /// cannot work (URL, scheme, TLS, topic name, option) and once the
+    /// client is [closed](Self::is_closed).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Connect { source, .. } | Self::Request { source, .. } => source.is_retryable(),
+            Self::UnexpectedResponse { .. }
+            | Self::TooManyRedirects { .. }
+            | Self::NoBrokerUrl { .. }
+            | Self::BadBrokerUrl { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the client was closed: every later call fails the same way.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Self::Closed)
+    }
+
+    /// Whether a reconnect (of a producer or a consumer) gives up on this:
+    /// the client is closed, or the broker's refusal is
+    /// [final](crate::connection::ConnectionError::is_final).
+    pub(crate) fn is_final(&self) -> bool {
+        match self {
+            Self::Connect { source, .. } | Self::Request { source, .. } => source.is_final(),
+            Self::Closed => true,
+            _ => false,
+        }
+    }
 }
 
 /// What is wrong with a URL.

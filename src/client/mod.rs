@@ -5,7 +5,6 @@
 //! consumers are built on top of it.
 
 mod address;
-pub(crate) mod backoff;
 mod connector;
 mod error;
 mod lookup;

@@ -205,7 +205,72 @@ impl From<CodecError> for ConnectionError {
     }
 }
 
+/// Broker refusals no later attempt can change: the topic or subscription
+/// is gone or terminated, the producer was fenced, the operation is not
+/// allowed, the schema is incompatible, the topic name is invalid, or the
+/// protocol version is unsupported. Every other code is passing trouble (a
+/// busy or unready broker, a producer or consumer name still in use) or
+/// may change with time: refused credentials count as passing, because a
+/// rotated token may reach the client seconds later.
+pub(crate) const fn is_final_code(code: ServerError) -> bool {
+    matches!(
+        code,
+        ServerError::TopicNotFound
+            | ServerError::SubscriptionNotFound
+            | ServerError::TopicTerminatedError
+            | ServerError::ProducerFenced
+            | ServerError::NotAllowedError
+            | ServerError::IncompatibleSchema
+            | ServerError::InvalidTopicName
+            | ServerError::UnsupportedVersionError
+    )
+}
+
 impl ConnectionError {
+    /// Whether trying again can never help: the broker refused for good (the
+    /// topic or subscription is gone or terminated, the producer fenced,
+    /// the operation not allowed, the schema incompatible, the name invalid,
+    /// the protocol version unsupported), or the frame is larger than the
+    /// broker takes. Producers and
+    /// consumers that lost their broker keep reconnecting, with backoff,
+    /// until an attempt fails with one of these.
+    ///
+    /// # Examples
+    /// ```
+    /// use pulsar_wire::connection::ConnectionError;
+    /// use pulsar_wire::proto::ServerError;
+    /// let gone = ConnectionError::Server { op: "SUBSCRIBE", code: ServerError::TopicNotFound, message: String::new() };
+    /// assert!(gone.is_final() && !gone.is_retryable());
+    /// let busy = ConnectionError::Server { op: "SUBSCRIBE", code: ServerError::ServiceNotReady, message: String::new() };
+    /// assert!(!busy.is_final() && busy.is_retryable());
+    /// assert!(ConnectionError::Disconnected.is_retryable());
+    /// ```
+    pub const fn is_final(&self) -> bool {
+        match self {
+            Self::Server { code, .. } => is_final_code(*code),
+            Self::TooLarge { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later (on this
+    /// connection or, once it is gone or [closed](Self::is_closed), a new
+    /// one): the connection was lost, a request timed out, the broker was
+    /// busy or not ready, credentials were refused (a rotated token may
+    /// arrive). Exactly the errors that are not [`is_final`](Self::is_final).
+    pub const fn is_retryable(&self) -> bool {
+        !self.is_final()
+    }
+
+    /// Whether the client closed this connection
+    /// ([`Connection::close`](super::Connection::close), or the client
+    /// closing): nothing more goes through it. A connection the broker or
+    /// the network ended is [`is_connection_lost`](Self::is_connection_lost)
+    /// but not closed.
+    pub const fn is_closed(&self) -> bool {
+        matches!(self, Self::Closed)
+    }
+
     /// Whether this is an authentication or authorization failure, and which.
     ///
     /// # Examples

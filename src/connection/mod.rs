@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tracing::{Instrument, info, info_span};
 
+pub(crate) use error::is_final_code;
 pub use error::{ConnectionError, TlsProblem};
 pub use events::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
 pub use options::ConnectionOptions;
@@ -274,6 +275,38 @@ impl Connection {
     /// Stops routing to consumer `id`. A no-op on a closed connection.
     pub async fn unregister_consumer(&self, id: ConsumerId) {
         let _ = self.send_command(Command::UnregisterConsumer(id)).await;
+    }
+
+    /// Closes producer `id` on the broker (CLOSE_PRODUCER, waiting for the
+    /// answer) and stops routing to it, whatever the answer.
+    ///
+    /// # Errors
+    /// The CLOSE_PRODUCER request's error: the broker refused it, gave no
+    /// answer in time, or the connection is gone (then the broker has let
+    /// go of the producer already).
+    pub async fn close_producer(&self, id: ProducerId) -> Result<(), ConnectionError> {
+        let closed = self
+            .request("CLOSE_PRODUCER", |request| {
+                crate::wire::commands::close_producer(id, request)
+            })
+            .await;
+        self.unregister_producer(id).await;
+        closed.map(drop)
+    }
+
+    /// Closes consumer `id` on the broker (CLOSE_CONSUMER, waiting for the
+    /// answer) and stops routing to it, whatever the answer.
+    ///
+    /// # Errors
+    /// As [`close_producer`](Self::close_producer), for CLOSE_CONSUMER.
+    pub async fn close_consumer(&self, id: ConsumerId) -> Result<(), ConnectionError> {
+        let closed = self
+            .request("CLOSE_CONSUMER", |request| {
+                crate::wire::commands::close_consumer(id, request)
+            })
+            .await;
+        self.unregister_consumer(id).await;
+        closed.map(drop)
     }
 
     /// A producer id never used before on this connection.

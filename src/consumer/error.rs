@@ -203,6 +203,61 @@ impl ConsumerError {
         crate::auth::failure_in(self)
     }
 
+    /// Whether the same call may succeed if made again later: finding,
+    /// reaching or asking the broker failed for a passing reason (see
+    /// [`ConnectionError::is_retryable`]), the broker answered with the
+    /// wrong kind of response, or a dead-letter or retry copy could not be
+    /// published for such a reason. False for misuse, a final refusal, an
+    /// unreadable message, a subscription given up for good
+    /// ([`Lost`](Self::Lost)), and once the consumer is
+    /// [closed](Self::is_closed).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mut consumer: pulsar_wire::Consumer) {
+    /// loop {
+    ///     match consumer.receive().await {
+    ///         Ok(msg) => { let _ = consumer.ack(&msg).await; }
+    ///         Err(e) if e.is_closed() => break,
+    ///         Err(e) if e.is_retryable() => continue,
+    ///         Err(e) => { eprintln!("giving up: {e}"); break; }
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Client { source, .. } => source.is_retryable(),
+            Self::Request { source, .. } => source.is_retryable(),
+            Self::UnexpectedResponse { .. } => true,
+            Self::Letter { source, .. } => source.is_retryable(),
+            Self::InitialSubscription { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// Whether the consumer (or the client under it) is closed, or its
+    /// task is gone: every later call fails.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Self::Closed | Self::TaskFailed => true,
+            Self::Client { source, .. } => source.is_closed(),
+            _ => false,
+        }
+    }
+
+    /// Whether subscribing again gives up on this: anything but a failed
+    /// attempt to reach the broker or subscribe whose cause is not
+    /// [final](ConnectionError::is_final).
+    pub(crate) fn is_final(&self) -> bool {
+        match self {
+            Self::Request { source, .. } => source.is_final(),
+            Self::Client { source, .. } => source.is_final(),
+            Self::UnexpectedResponse { .. } => false,
+            _ => true,
+        }
+    }
+
     /// Whether the caller, not the broker, is at fault (a setting that
     /// cannot work, a forbidden call, a closed consumer).
     pub fn is_misuse(&self) -> bool {

@@ -4,8 +4,8 @@
 //! A reconnect asks under the name the broker gave the first time (so
 //! deduplication and the broker's view of the producer stay the same), on
 //! the broker a CLOSE_PRODUCER / TOPIC_MIGRATED named, or found by a fresh
-//! lookup. Which failures are worth another attempt is decided by
-//! [`retryable`], a plain function.
+//! lookup. Which failures end the attempts is decided in one place for
+//! producers and consumers: `ConnectionError::is_final`.
 //!
 //! No producer is left behind on the broker: from the moment PRODUCER is
 //! sent until a driver takes the producer over, it is [`Unclaimed`], and
@@ -20,10 +20,10 @@ use tracing::debug;
 use super::ProducerError;
 use super::builder::AccessMode;
 use super::task::Created;
-use crate::client::{Client, ClientError, TopicName};
+use crate::client::{Client, TopicName};
 use crate::connection::{BrokerHint, Connection, ConnectionError, Response};
 use crate::ids::ProducerId;
-use crate::proto::{self, ProducerAccessMode, ServerError};
+use crate::proto::{self, ProducerAccessMode};
 use crate::wire::commands;
 
 /// Everything needed to create the producer of one topic (partition) again.
@@ -215,14 +215,11 @@ async fn release(old: Old) {
         return;
     }
     if old.close {
-        let id = old.id;
-        let closed = old
-            .conn
-            .request("CLOSE_PRODUCER", |r| commands::close_producer(id, r))
-            .await;
-        debug!(producer = %id, ?closed, "closed the old producer before re-creating it");
+        let closed = old.conn.close_producer(old.id).await;
+        debug!(producer = %old.id, ?closed, "closed the old producer before re-creating it");
+    } else {
+        old.conn.unregister_producer(old.id).await;
     }
-    old.conn.unregister_producer(old.id).await;
 }
 
 /// Creates the producer again where `hint` says, or where a lookup says.
@@ -238,49 +235,16 @@ async fn recreate(recipe: &Recipe, hint: Option<BrokerHint>) -> Result<Created, 
     create_on(recipe, conn).await
 }
 
-/// Whether a failed reconnect attempt is worth another one. The broker
-/// refusing the producer for good (topic gone or terminated, fenced, not
-/// allowed, bad credentials) is not; lost connections, timeouts, a busy
-/// producer name and unready brokers are.
-pub(crate) fn retryable(err: &ProducerError) -> bool {
-    let code = match err {
-        ProducerError::Create { source, .. } => server_code(source),
-        ProducerError::Client { source, .. } => match source {
-            ClientError::Request { source, .. } | ClientError::Connect { source, .. } => {
-                server_code(source)
-            }
-            ClientError::Closed => return false,
-            _ => None,
-        },
-        ProducerError::UnexpectedResponse { .. } => None,
-        _ => return false,
-    };
-    !code.is_some_and(|code| {
-        matches!(
-            code,
-            ServerError::TopicNotFound
-                | ServerError::TopicTerminatedError
-                | ServerError::ProducerFenced
-                | ServerError::AuthenticationError
-                | ServerError::AuthorizationError
-                | ServerError::NotAllowedError
-                | ServerError::IncompatibleSchema
-                | ServerError::InvalidTopicName
-                | ServerError::UnsupportedVersionError
-        )
-    })
-}
-
-fn server_code(err: &ConnectionError) -> Option<ServerError> {
-    match err {
-        ConnectionError::Server { code, .. } => Some(*code),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::ClientError;
+    use crate::proto::ServerError;
+
+    /// Whether re-creating the producer tries once more after `err`.
+    fn retryable(err: &ProducerError) -> bool {
+        !err.is_final()
+    }
 
     fn create_failed(source: ConnectionError) -> ProducerError {
         ProducerError::Create {
@@ -306,6 +270,10 @@ mod tests {
         })));
         assert!(retryable(&refused(ServerError::ProducerBusy)));
         assert!(retryable(&refused(ServerError::ServiceNotReady)));
+        // Refused credentials may be renewed (a rotated token): retried,
+        // as a consumer subscribing again retries them.
+        assert!(retryable(&refused(ServerError::AuthorizationError)));
+        assert!(retryable(&refused(ServerError::AuthenticationError)));
         assert!(retryable(&ProducerError::Client {
             topic: "t".into(),
             source: ClientError::Connect {
@@ -317,7 +285,6 @@ mod tests {
             ServerError::TopicNotFound,
             ServerError::TopicTerminatedError,
             ServerError::ProducerFenced,
-            ServerError::AuthorizationError,
         ] {
             assert!(!retryable(&refused(code)), "{code:?}");
         }

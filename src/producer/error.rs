@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::ClientError;
 use crate::compression::CompressionError;
-use crate::connection::ConnectionError;
+use crate::connection::{ConnectionError, is_final_code};
 use crate::proto::ServerError;
 
 use super::LimitExceeded;
@@ -143,5 +143,48 @@ impl ProducerError {
     /// which (see [`Error::auth_failure`](crate::error::Error::auth_failure)).
     pub fn auth_failure(&self) -> Option<crate::auth::AuthFailure> {
         crate::auth::failure_in(self)
+    }
+
+    /// Whether the same call may succeed if made again later: the broker
+    /// could not be reached or refused for a passing reason (see
+    /// [`ConnectionError::is_retryable`]), the send timed out, the producer
+    /// was full, the connection was lost or the broker closed the producer
+    /// (it is being re-created), or the broker refused the send for a
+    /// reason that is not final. False for misuse (an option that cannot
+    /// work, a message too large), a duplicate, a final refusal, and once
+    /// the producer is [closed](Self::is_closed).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Client { source, .. } => source.is_retryable(),
+            Self::Create { source, .. } | Self::ConnectionLost(source) => source.is_retryable(),
+            Self::Send { code, .. } => !is_final_code(*code),
+            Self::Timeout { .. }
+            | Self::Full(_)
+            | Self::ClosedByBroker { .. }
+            | Self::UnexpectedResponse { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the producer (or the client under it) is closed, or its task
+    /// is gone: every later send fails.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Self::Closed | Self::TaskFailed => true,
+            Self::Client { source, .. } => source.is_closed(),
+            _ => false,
+        }
+    }
+
+    /// Whether re-creating the producer gives up on this: anything but a
+    /// failed attempt to reach the broker or create the producer whose
+    /// cause is not [final](ConnectionError::is_final).
+    pub(crate) fn is_final(&self) -> bool {
+        match self {
+            Self::Create { source, .. } => source.is_final(),
+            Self::Client { source, .. } => source.is_final(),
+            Self::UnexpectedResponse { .. } => false,
+            _ => true,
+        }
     }
 }

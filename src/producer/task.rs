@@ -446,16 +446,8 @@ impl Driver {
             // Nothing on the broker to close: it lost the producer already.
             _ if !self.link.is_up() => Ok(()),
             _ => {
-                let id = self.p.id;
-                let closed = self
-                    .p
-                    .conn
-                    .request("CLOSE_PRODUCER", |request| {
-                        commands::close_producer(id, request)
-                    })
-                    .await;
-                self.p.conn.unregister_producer(id).await;
-                closed.map(drop).map_err(ProducerError::ConnectionLost)
+                let closed = self.p.conn.close_producer(self.p.id).await;
+                closed.map_err(ProducerError::ConnectionLost)
             }
         };
         if self.dead.is_none() {

@@ -1,7 +1,7 @@
 //! The driver's link to the broker: up, or being re-created in the
 //! background, one attempt at a time, with backoff between attempts (reset
 //! after a success) and no limit on attempts while the producer is open.
-//! Only a final refusal from the broker (see [`retryable`]) ends the
+//! Only a final refusal from the broker (`ConnectionError::is_final`) ends the
 //! producer; a send timeout fails the sends that waited too long but the
 //! producer keeps trying. The SENDs go out here too: only what the current
 //! connection has not had yet, and nothing while re-creating.
@@ -9,9 +9,9 @@
 use tracing::info;
 
 use super::*;
-use crate::client::backoff::Backoff;
+use crate::backoff::Backoff;
 use crate::connection::{BrokerHint, ConnectionError};
-use crate::producer::connect::{self, Old, retryable};
+use crate::producer::connect::{self, Old};
 
 /// The outcome of the reconnect attempt under way (a task of its own).
 type Attempt = oneshot::Receiver<Result<Created, ProducerError>>;
@@ -100,7 +100,7 @@ impl Driver {
                 self.p.id = fresh.id;
                 self.p.events = fresh.events;
             }
-            Err(e) if retryable(&e) => {
+            Err(e) if !e.is_final() => {
                 debug!(error = %e, "re-creating the producer failed; trying again");
                 self.link.start(self.recipe.clone(), None, None);
             }

@@ -4,25 +4,20 @@
 //! Subscribing again runs in the background ([`Resubscribes`], polled by the
 //! driver's loop), so receive, ack and close keep working meanwhile: one
 //! attempt at a time per partition, a fresh consumer id each time, the
-//! shared backoff (100 ms doubling to 60 s, jittered; it starts over only
-//! after a subscription that delivered messages or lived ten times the
-//! wait before it, 1 s at least, so a broker that closes every new
-//! subscription at once is not asked again every 100 ms) and no limit on attempts while the consumer
-//! is open. Only a final refusal (topic or subscription gone, not allowed)
+//! shared backoff of `crate::backoff` (100 ms doubling to 60 s, jittered;
+//! it starts over only after a subscription that delivered messages or
+//! lived 10 s, so a broker that closes every new subscription at once is
+//! not asked again every 100 ms) and no limit on attempts while the
+//! consumer is open. Only a final refusal (topic or subscription gone, not allowed)
 //! gives a partition up: the next receiver gets [`ConsumerError::Lost`]
 //! for it once, and once all are given up, every receiver does. A
 //! SUBSCRIBE that times out, or whose `subscribe()` is dropped half-way, is
 //! followed by CLOSE_CONSUMER for its id (and a dropped `subscribe()` closes
 //! what it already made), so a late success holds nothing on the broker.
 
-use super::resubscribe::{Attached, Outcome, Resubscribes, close_orphan, retryable};
+use super::resubscribe::{Attached, Resubscribes, close_orphan};
 use super::*;
-use crate::connection::{BrokerHint, ConnectionError};
-/// How long a subscription must have lived for the resubscribe backoff to
-/// start over at its next loss: ten times the wait before it, at least 1 s.
-fn healthy_after(last_delay: Duration) -> Duration {
-    last_delay.saturating_mul(10).max(Duration::from_secs(1))
-}
+use crate::connection::ConnectionError;
 
 /// The partitions behind `topics` (a topic with no partitions is itself).
 pub(crate) async fn expand(
@@ -48,7 +43,7 @@ pub(crate) async fn expand(
 }
 
 /// Registers a fresh consumer id on `conn` and subscribes it.
-async fn subscribe_on(
+pub(super) async fn subscribe_on(
     conn: Connection,
     options: &SubscribeOptions,
     name: &str,
@@ -235,7 +230,7 @@ impl Driver {
         Ok((conn, id))
     }
 
-    fn listen(
+    pub(super) fn listen(
         &mut self,
         index: usize,
         generation: u64,
@@ -250,152 +245,6 @@ impl Driver {
             .chain(futures::stream::once(std::future::ready(ended)))
             .map(move |event| (index, generation, event));
         self.events.push(Box::pin(stream));
-    }
-
-    /// Sub `index` lost its subscription (connection lost, CLOSE_CONSUMER,
-    /// TOPIC_MIGRATED): the core forgets what the old one queued and held
-    /// (new epoch), events of the old one are ignored from now on, and a
-    /// subscribe attempt starts in the background, at `hint`'s broker if
-    /// the broker named one.
-    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
-        let sub = &mut self.subs[index];
-        let durable = self.settings.options.durable;
-        sub.position.on_reconnect(sub.core.first_queued(), durable);
-        sub.core.on_reconnect();
-        sub.chunks.restart();
-        sub.generation += 1;
-        // The backoff starts over only after a subscription that lived
-        // well or delivered messages: a broker that closes every new
-        // subscription at once gets attempts ever further apart, not one
-        // every 100 ms.
-        let waited = self.resubscribes.last_delay.get(&index).copied();
-        let lived = sub.subscribed_at.elapsed() >= healthy_after(waited.unwrap_or_default());
-        if lived || sub.delivered {
-            if let Some(backoff) = self.resubscribes.backoff.get_mut(&index) {
-                backoff.reset();
-            }
-        }
-        // ACKs in flight may have missed the consumer: sent again after the
-        // subscribe, as are grouped acks (under the new consumer id).
-        sub.acks.requeue_in_flight();
-        sub.flush_at = None;
-        if !sub.conn.is_closed() {
-            // TOPIC_MIGRATED leaves the registration in place.
-            sub.conn.unregister_consumer(sub.id).await;
-        }
-        self.resubscribe(index, hint);
-    }
-
-    /// Starts the next subscribe attempt of sub `index` after its backoff.
-    fn resubscribe(&mut self, index: usize, hint: Option<BrokerHint>) {
-        let sub = &self.subs[index];
-        let delay = self
-            .resubscribes
-            .backoff
-            .entry(index)
-            .or_default()
-            .next_delay();
-        self.resubscribes.last_delay.insert(index, delay);
-        let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
-        options.start_message_id = sub.position.start_id().or(options.start_message_id);
-        let (topic, generation, epoch) =
-            (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
-        debug!(topic = %topic.as_str(), ?delay, "subscribing again");
-        self.resubscribes
-            .spawn(delay, index, generation, async move {
-                let name = topic.as_str();
-                match client.reconnect_to(&topic, hint.as_ref()).await {
-                    Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
-                    Err(source) => Err(ConsumerError::Client {
-                        topic: name.to_owned(),
-                        source,
-                    }),
-                }
-            });
-    }
-
-    /// Takes the outcome of one subscribe attempt: the sub is live again
-    /// (permits granted anew), or the next attempt starts, or it is given up.
-    pub(super) async fn resubscribed(&mut self, (index, generation, outcome): Outcome) {
-        let Some(sub) = self.subs.get_mut(index) else {
-            return;
-        };
-        if sub.generation != generation {
-            if let Ok((conn, id, _)) = outcome {
-                close_orphan(&conn, id).await;
-            }
-            return;
-        }
-        self.resubscribes.running.remove(&index);
-        match outcome {
-            Ok((conn, id, rx)) => {
-                info!(topic = %sub.name, connection = %conn.id(), consumer = id.0, "subscribed again");
-                sub.conn = conn;
-                sub.id = id;
-                sub.lost = false;
-                sub.subscribed_at = clock::now();
-                sub.delivered = false;
-                sub.core.on_subscribed(sub.subscribed_at);
-                self.listen(index, generation, rx);
-                self.run_actions(index).await;
-                self.flush_acks(index).await;
-                self.resend_acks(index);
-            }
-            Err(e) if retryable(&e) => {
-                debug!(topic = %sub.name, error = %e, "subscribing again failed; will retry");
-                self.resubscribe(index, None);
-            }
-            Err(e) => {
-                warn!(topic = %sub.name, error = %e, "subscription given up");
-                sub.lost = true;
-                // Receivers hear of it once; every receive fails once all
-                // are gone (see `all_lost`).
-                let others_live = self.subs.iter().any(|s| !s.lost);
-                let sub = &mut self.subs[index];
-                let attempts = self.resubscribes.attempts(index);
-                let topic = sub.name.to_string();
-                sub.acks.fail_all(|| ConsumerError::Lost {
-                    topic: topic.clone(),
-                    attempts,
-                });
-                if others_live {
-                    self.lost_reports
-                        .push_back(ConsumerError::Lost { topic, attempts });
-                }
-            }
-        }
-    }
-
-    /// Waits until no partition is subscribing again, taking the attempts'
-    /// outcomes meanwhile, for at most the operation timeout: a request
-    /// (`op`) issued during a reconnect goes to the new subscription.
-    ///
-    /// # Errors
-    /// [`ConsumerError::Request`] with a timeout if a partition is still
-    /// subscribing again when the operation timeout is up.
-    pub(super) async fn settle_resubscribes(
-        &mut self,
-        op: &'static str,
-    ) -> Result<(), ConsumerError> {
-        let after = self.settings.client.operation_timeout();
-        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
-        loop {
-            let waiting = (0..self.subs.len())
-                .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);
-            let Some(index) = waiting else {
-                return Ok(());
-            };
-            match tokio::time::timeout_at(deadline, self.resubscribes.next()).await {
-                Ok(outcome) => self.resubscribed(outcome).await,
-                Err(_) => {
-                    return Err(ConsumerError::Request {
-                        op,
-                        topic: self.subs[index].name.to_string(),
-                        source: ConnectionError::Timeout { op, after },
-                    });
-                }
-            }
-        }
     }
 
     /// Closes every subscription (best effort: a dead connection has closed
@@ -442,12 +291,10 @@ impl Driver {
                 continue; // nothing registered on the broker or the connection
             }
             if close {
-                let _ = sub
-                    .conn
-                    .request("CLOSE_CONSUMER", |r| commands::close_consumer(sub.id, r))
-                    .await;
+                let _ = sub.conn.close_consumer(sub.id).await;
+            } else {
+                sub.conn.unregister_consumer(sub.id).await;
             }
-            sub.conn.unregister_consumer(sub.id).await;
         }
         for sub in &mut self.subs {
             let topic = sub.name.to_string();

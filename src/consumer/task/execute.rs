@@ -188,9 +188,7 @@ impl Driver {
         let sub = &mut self.subs[index];
         sub.position.seek(boundary, inclusive);
         let (conn, id) = (sub.conn.clone(), sub.id);
-        let _ = conn
-            .request("CLOSE_CONSUMER", |r| commands::close_consumer(id, r))
-            .await;
+        let _ = conn.close_consumer(id).await;
         self.reconnect(index, None).await;
     }
 

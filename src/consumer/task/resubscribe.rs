@@ -1,13 +1,14 @@
 //! Subscribing again in the background: each attempt is a task of its own
 //! that reports on one channel, so the driver's loop keeps serving receive,
 //! ack and close meanwhile. Each partition keeps its backoff; a failure is
-//! retried unless it is final ([`retryable`]); a subscription that arrives
+//! retried unless it is final (`ConsumerError::is_final`, which defers to
+//! `ConnectionError::is_final`); a subscription that arrives
 //! after the consumer closed is closed on the broker, never left behind.
 
+use super::attach::subscribe_on;
 use super::*;
-use crate::client::backoff::Backoff;
-use crate::connection::ConnectionError;
-use crate::proto::ServerError;
+use crate::backoff::Backoff;
+use crate::connection::{BrokerHint, ConnectionError};
 
 /// A new subscription: its connection, consumer id and mailbox.
 pub(super) type Attached = (
@@ -25,8 +26,6 @@ pub(super) struct Resubscribes {
     tx: mpsc::UnboundedSender<Outcome>,
     rx: mpsc::UnboundedReceiver<Outcome>,
     pub(super) backoff: HashMap<usize, Backoff>,
-    /// The last delay each partition waited before subscribing again.
-    pub(super) last_delay: HashMap<usize, Duration>,
     /// Subs between losing their subscription and getting it back.
     pub(super) running: std::collections::HashSet<usize>,
 }
@@ -38,7 +37,6 @@ impl Default for Resubscribes {
             tx,
             rx,
             backoff: HashMap::new(),
-            last_delay: HashMap::new(),
             running: std::collections::HashSet::new(),
         }
     }
@@ -111,48 +109,163 @@ pub(super) async fn close_orphan(conn: &Connection, id: ConsumerId) {
         consumer = id.0,
         "closing a subscription made after it was needed"
     );
-    let _ = conn
-        .request("CLOSE_CONSUMER", |r| commands::close_consumer(id, r))
-        .await;
-    conn.unregister_consumer(id).await;
+    let _ = conn.close_consumer(id).await;
 }
 
-/// Whether a failed subscribe *again* is worth another attempt: not when the
-/// broker refuses for good (topic or subscription gone, not allowed); yes
-/// for lost connections, timeouts, a busy consumer, and refused credentials.
-pub(super) fn retryable(err: &ConsumerError) -> bool {
-    let source = match err {
-        ConsumerError::Request { source, .. } => source,
-        ConsumerError::Client { source, .. } => match source {
-            crate::client::ClientError::Request { source, .. }
-            | crate::client::ClientError::Connect { source, .. } => source,
-            crate::client::ClientError::Closed => return false,
-            _ => return true,
-        },
-        ConsumerError::UnexpectedResponse { .. } => return true,
-        _ => return false,
-    };
-    // Credentials refused while subscribing *again* are retried: a rotated
-    // token may reach the client seconds later. (The first subscribe never
-    // comes here: its refusal is final.)
-    !matches!(
-        source,
-        ConnectionError::Server {
-            code: ServerError::TopicNotFound
-                | ServerError::SubscriptionNotFound
-                | ServerError::NotAllowedError
-                | ServerError::IncompatibleSchema
-                | ServerError::InvalidTopicName
-                | ServerError::TopicTerminatedError,
-            ..
+impl Driver {
+    /// Sub `index` lost its subscription (connection lost, CLOSE_CONSUMER,
+    /// TOPIC_MIGRATED): the core forgets what the old one queued and held
+    /// (new epoch), events of the old one are ignored from now on, and a
+    /// subscribe attempt starts in the background, at `hint`'s broker if
+    /// the broker named one.
+    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
+        let sub = &mut self.subs[index];
+        let durable = self.settings.options.durable;
+        sub.position.on_reconnect(sub.core.first_queued(), durable);
+        sub.core.on_reconnect();
+        sub.chunks.restart();
+        sub.generation += 1;
+        // The shared rule (crate::backoff): the delays start over only
+        // after a subscription that delivered messages or lived long.
+        self.resubscribes.backoff.entry(index).or_default().lost(
+            sub.subscribed_at,
+            sub.delivered,
+            clock::now(),
+        );
+        // ACKs in flight may have missed the consumer: sent again after the
+        // subscribe, as are grouped acks (under the new consumer id).
+        sub.acks.requeue_in_flight();
+        sub.flush_at = None;
+        if !sub.conn.is_closed() {
+            // TOPIC_MIGRATED leaves the registration in place.
+            sub.conn.unregister_consumer(sub.id).await;
         }
-    )
+        self.resubscribe(index, hint);
+    }
+
+    /// Starts the next subscribe attempt of sub `index` after its backoff.
+    fn resubscribe(&mut self, index: usize, hint: Option<BrokerHint>) {
+        let sub = &self.subs[index];
+        let delay = self
+            .resubscribes
+            .backoff
+            .entry(index)
+            .or_default()
+            .next_delay();
+        let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
+        options.start_message_id = sub.position.start_id().or(options.start_message_id);
+        let (topic, generation, epoch) =
+            (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
+        debug!(topic = %topic.as_str(), ?delay, "subscribing again");
+        self.resubscribes
+            .spawn(delay, index, generation, async move {
+                let name = topic.as_str();
+                match client.reconnect_to(&topic, hint.as_ref()).await {
+                    Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
+                    Err(source) => Err(ConsumerError::Client {
+                        topic: name.to_owned(),
+                        source,
+                    }),
+                }
+            });
+    }
+
+    /// Takes the outcome of one subscribe attempt: the sub is live again
+    /// (permits granted anew), or the next attempt starts, or it is given up.
+    pub(super) async fn resubscribed(&mut self, (index, generation, outcome): Outcome) {
+        let Some(sub) = self.subs.get_mut(index) else {
+            return;
+        };
+        if sub.generation != generation {
+            if let Ok((conn, id, _)) = outcome {
+                close_orphan(&conn, id).await;
+            }
+            return;
+        }
+        self.resubscribes.running.remove(&index);
+        match outcome {
+            Ok((conn, id, rx)) => {
+                info!(topic = %sub.name, connection = %conn.id(), consumer = id.0, "subscribed again");
+                sub.conn = conn;
+                sub.id = id;
+                sub.lost = false;
+                sub.subscribed_at = clock::now();
+                sub.delivered = false;
+                sub.core.on_subscribed(sub.subscribed_at);
+                self.listen(index, generation, rx);
+                self.run_actions(index).await;
+                self.flush_acks(index).await;
+                self.resend_acks(index);
+            }
+            Err(e) if !e.is_final() => {
+                debug!(topic = %sub.name, error = %e, "subscribing again failed; will retry");
+                self.resubscribe(index, None);
+            }
+            Err(e) => {
+                warn!(topic = %sub.name, error = %e, "subscription given up");
+                sub.lost = true;
+                // Receivers hear of it once; every receive fails once all
+                // are gone (see `all_lost`).
+                let others_live = self.subs.iter().any(|s| !s.lost);
+                let sub = &mut self.subs[index];
+                let attempts = self.resubscribes.attempts(index);
+                let topic = sub.name.to_string();
+                sub.acks.fail_all(|| ConsumerError::Lost {
+                    topic: topic.clone(),
+                    attempts,
+                });
+                if others_live {
+                    self.lost_reports
+                        .push_back(ConsumerError::Lost { topic, attempts });
+                }
+            }
+        }
+    }
+
+    /// Waits until no partition is subscribing again, taking the attempts'
+    /// outcomes meanwhile, for at most the operation timeout: a request
+    /// (`op`) issued during a reconnect goes to the new subscription.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Request`] with a timeout if a partition is still
+    /// subscribing again when the operation timeout is up.
+    pub(super) async fn settle_resubscribes(
+        &mut self,
+        op: &'static str,
+    ) -> Result<(), ConsumerError> {
+        let after = self.settings.client.operation_timeout();
+        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
+        loop {
+            let waiting = (0..self.subs.len())
+                .find(|&i| self.resubscribes.is_running(i) && !self.subs[i].lost);
+            let Some(index) = waiting else {
+                return Ok(());
+            };
+            match tokio::time::timeout_at(deadline, self.resubscribes.next()).await {
+                Ok(outcome) => self.resubscribed(outcome).await,
+                Err(_) => {
+                    return Err(ConsumerError::Request {
+                        op,
+                        topic: self.subs[index].name.to_string(),
+                        source: ConnectionError::Timeout { op, after },
+                    });
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::client::ClientError;
+    use crate::connection::ConnectionError;
+    use crate::proto::ServerError;
+
+    /// Whether subscribing again tries once more after `err`.
+    fn retryable(err: &ConsumerError) -> bool {
+        !err.is_final()
+    }
 
     fn refused(code: ServerError) -> ConsumerError {
         ConsumerError::Request {

@@ -105,13 +105,23 @@ impl Backoff {
         self.worked = true;
     }
 
-    /// The link went down at `now`: after some work or [`STABLE`] up, the
-    /// next delay is `initial` again; after neither, the delays keep growing.
+    /// The link went down at `now`: see [`lost`](Self::lost).
     pub(crate) fn down(&mut self, now: Instant) {
         if let Some(since) = self.up_since.take() {
-            if self.worked || now.saturating_duration_since(since) >= STABLE {
-                self.reset();
-            }
+            self.lost(since, self.worked, now);
+        }
+    }
+
+    /// A link that came up at `up_since` (and did some work, if `worked`)
+    /// went down at `now`. The rule for starting over, for producers and
+    /// consumers alike: after some work (a receipt, a message delivered) or
+    /// [`STABLE`] up, the next delay is `initial` again; after neither, the
+    /// delays keep growing, so a broker that closes every new link at once
+    /// meets attempts ever further apart.
+    pub(crate) fn lost(&mut self, up_since: Instant, worked: bool, now: Instant) {
+        self.up_since = None;
+        if worked || now.saturating_duration_since(up_since) >= STABLE {
+            self.reset();
         }
     }
 }
@@ -258,5 +268,25 @@ mod tests {
             let d = b.next_delay();
             assert!(d >= INITIAL && d <= MAX, "{d:?}");
         }
+    }
+
+    #[test]
+    fn a_lost_link_starts_over_after_work_or_a_stable_while_up() {
+        let t0 = crate::clock::now();
+        let mut b = Backoff::new(ms(100), ms(60_000), no_jitter());
+        for _ in 0..3 {
+            b.next_delay();
+        }
+        b.lost(t0, false, t0 + STABLE - ms(1));
+        assert_eq!(
+            b.next_delay(),
+            ms(800),
+            "short-lived, no work: still growing"
+        );
+        b.lost(t0, true, t0 + ms(1));
+        assert_eq!(b.next_delay(), ms(100), "it did some work");
+        b.next_delay();
+        b.lost(t0, false, t0 + STABLE);
+        assert_eq!(b.next_delay(), ms(100), "it stayed up long enough");
     }
 }
