@@ -11,17 +11,8 @@ use pulsar_wire::wire::{Checksum, Frame, Payload, commands};
 use pulsar_wire::{Client, ClientError, TopicName};
 use tokio::sync::mpsc;
 
-use crate::common::broker::{BrokerOptions, TestBroker};
+use crate::common::broker::{BrokerOptions, TestBroker, client};
 use crate::common::{guard, init_tracing, unique_topic};
-
-async fn client(broker: &TestBroker) -> Client {
-    init_tracing();
-    Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client")
-}
 
 fn topic(name: &str) -> TopicName {
     name.parse().expect("valid topic")

@@ -2,7 +2,6 @@
 //! admin API): a send the broker drops as a duplicate resolves to
 //! `ProducerError::Duplicate`, never to a message id.
 
-use pulsar_wire::Client;
 use pulsar_wire::producer::{ProducerError, ProducerMessage};
 
 use crate::common::broker::{BrokerKind, TestBroker, skip_unless};
@@ -19,11 +18,7 @@ async fn a_send_dropped_as_a_duplicate_is_a_duplicate_not_an_id() {
     let broker = TestBroker::start().await;
     guard("deduplication", async {
         init_tracing();
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
+        let client = crate::common::broker::client(&broker).await;
         let topic = unique_topic("dedup");
         let admin_url = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
         let producer = client

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use pulsar_wire::MessageId;
 use pulsar_wire::compression::Compression;
 use pulsar_wire::producer::{AccessMode, HashingScheme, ProducerError, ProducerMessage};
-use pulsar_wire::{Client, MessageId};
 
-use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, skip_unless};
-use crate::common::{guard, init_tracing, unique_topic};
+use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, client, skip_unless};
+use crate::common::{guard, unique_topic};
 use crate::raw_reader::{Read, read};
 
 const CODECS: [Compression; 4] = [
@@ -20,15 +20,6 @@ const CODECS: [Compression; 4] = [
     Compression::Zstd,
     Compression::Snappy,
 ];
-
-async fn client(broker: &TestBroker) -> Client {
-    init_tracing();
-    Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client")
-}
 
 fn message(i: usize) -> ProducerMessage {
     ProducerMessage::new(format!("message {i} ").repeat(5))

@@ -136,11 +136,7 @@ fn measured_in_its_own_process() {
 
 async fn measure(cycles: usize) {
     let broker = TestBroker::start().await;
-    let client = Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client");
+    let client = crate::common::broker::client(&broker).await;
     let topic = unique_topic("resources");
     // Warm-up: the pooled connection, lazily built statics, map capacity.
     for _ in 0..3 {

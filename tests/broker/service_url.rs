@@ -3,7 +3,6 @@
 //! broker, and the client works.
 
 use bytes::Bytes;
-use pulsar_wire::Client;
 use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
 
 use crate::common::broker::TestBroker;
@@ -20,11 +19,7 @@ async fn a_service_url_whose_first_host_refuses_connections_still_works() {
     let broker = TestBroker::start().await;
     let url = format!("pulsar://127.0.0.1:{},{}", closed_port(), broker.addr());
     guard("several hosts", async {
-        let client = Client::builder()
-            .service_url(&url)
-            .build()
-            .await
-            .expect("client");
+        let client = crate::common::client_at(&url).await;
         let topic = unique_topic("service-hosts");
         let mut consumer = client
             .consumer(topic.as_str(), "s")

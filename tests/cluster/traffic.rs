@@ -13,7 +13,7 @@ use pulsar_wire::producer::{Producer, SendReceipt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::common::init_tracing;
+pub(crate) use crate::common::client_at as client;
 pub(crate) use crate::common::shared_from_start as shared;
 
 /// Sends that may wait for receipts at once.
@@ -26,16 +26,6 @@ pub(crate) const LONG: Duration = Duration::from_secs(600);
 /// Longest a send waits for its receipt: far beyond any move or broker
 /// death here, so every send is confirmed and any loss is the client's.
 pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// A client of `url` (a broker's or the proxy's).
-pub(crate) async fn client(url: &str) -> Client {
-    init_tracing();
-    Client::builder()
-        .service_url(url)
-        .build()
-        .await
-        .expect("client")
-}
 
 /// A producer that keeps trying as long as a topic move could take.
 pub(crate) async fn producer(client: &Client, topic: &str) -> Producer {

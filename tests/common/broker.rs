@@ -369,3 +369,9 @@ fn fresh_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// A client of `broker`, with default settings: what most real-broker
+/// tests start with.
+pub async fn client(broker: &TestBroker) -> pulsar_wire::Client {
+    super::client_at(broker.service_url()).await
+}

@@ -1,5 +1,5 @@
-//! Support shared by the test binaries: the real test broker, unique topic
-//! names, log set-up and a hang guard.
+//! Support shared by the test binaries: the real test broker, a client
+//! for it, unique topic names, log set-up and a hang guard.
 
 #![allow(dead_code, unreachable_pub)] // each binary uses its own subset
 
@@ -132,4 +132,15 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A client of the broker at `service_url`, with default settings (and
+/// the test log set up).
+pub async fn client_at(service_url: impl Into<String>) -> pulsar_wire::Client {
+    init_tracing();
+    pulsar_wire::Client::builder()
+        .service_url(service_url)
+        .build()
+        .await
+        .expect("client")
 }

@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use crate::common::broker::TestBroker;
+use crate::common::broker::client;
 use crate::common::{guard, init_tracing, unique_topic};
-use crate::consume::{client_of, shared_consumer};
+use crate::consume::shared_consumer;
 use crate::produce::python;
 
 /// 12 MiB: bytes 0..=255 over and over.
@@ -56,7 +57,7 @@ async fn a_chunked_message_from_the_official_client_arrives_whole_and_is_acked_w
     let broker = TestBroker::start().await;
     let topic = unique_topic("interop-chunks-in");
     guard("chunked from the official client", async {
-        let client = client_of(&broker).await;
+        let client = client(&broker).await;
         // Shared: pulsar-lite fails chunked messages on Exclusive.
         let mut consumer = shared_consumer(&client, &topic, "wire", |b| b).await;
         let url = broker.service_url();
@@ -100,7 +101,7 @@ async fn a_message_pulsar_wire_sends_in_chunks_reaches_the_official_client_whole
     let broker = TestBroker::start().await;
     let topic = unique_topic("interop-chunks-out");
     guard("chunked to the official client", async {
-        let client = client_of(&broker).await;
+        let client = client(&broker).await;
         let producer = client
             .producer(&topic)
             .chunking(true)

@@ -9,17 +9,8 @@ use pulsar_wire::Client;
 use pulsar_wire::consumer::{Consumer, ConsumerBuilder, InitialPosition, SubscriptionType};
 use serde_json::Value;
 
-use crate::common::broker::TestBroker;
+use crate::common::broker::{TestBroker, client};
 use crate::common::{guard, init_tracing, unique_topic};
-
-/// A client of `broker`.
-pub(crate) async fn client_of(broker: &TestBroker) -> Client {
-    Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client")
-}
 
 /// A Shared consumer of `topic` on `subscription` from the earliest
 /// message, with what `setup` adds.
@@ -46,7 +37,7 @@ async fn batches_of_every_codec_from_the_official_client_arrive_intact() {
     let broker = TestBroker::start().await;
     let topic = unique_topic("interop-consume");
     guard("interop consume", async {
-        let client = client_of(&broker).await;
+        let client = client(&broker).await;
         let mut consumer = shared_consumer(&client, &topic, "interop", |b| b).await;
 
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/produce_batches.py");

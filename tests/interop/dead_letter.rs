@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pulsar_wire::Client;
 use pulsar_wire::consumer::{DeadLetterPolicy, InitialPosition, SubscriptionType};
 use pulsar_wire::producer::ProducerMessage;
 use serde_json::Value;
@@ -56,11 +55,7 @@ async fn the_official_client_reads_the_dead_letter_copies() {
     init_tracing();
     let broker = TestBroker::start().await;
     guard("dead letters read by the official client", async {
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
+        let client = crate::common::broker::client(&broker).await;
         let topic = unique_topic("interop-dlq");
         let mut consumer = client
             .consumer(&topic, "s")

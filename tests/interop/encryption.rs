@@ -13,8 +13,9 @@ use pulsar_wire::consumer::{ConsumerBuilder, ConsumerError, CryptoFailureAction,
 use serde_json::Value;
 
 use crate::common::broker::TestBroker;
+use crate::common::broker::client;
 use crate::common::{guard, init_tracing, unique_topic};
-use crate::consume::{client_of, shared_consumer};
+use crate::consume::shared_consumer;
 use crate::produce::python;
 
 const ENCRYPTED: usize = 10;
@@ -105,7 +106,7 @@ async fn encrypted_messages_stay_for_a_consumer_with_the_key() {
     let topic = unique_topic("interop-encrypted");
     let keys = KeyPair::new("encryption");
     guard("encrypted messages", async {
-        let client = client_of(&broker).await;
+        let client = client(&broker).await;
         let mut keyless = shared_consumer(&client, &topic, "keyless", |b| b).await;
         let consume = |b: ConsumerBuilder| b.crypto_failure_action(CryptoFailureAction::Consume);
         let mut raw = shared_consumer(&client, &topic, "raw", consume).await;

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pulsar_wire::Client;
 use pulsar_wire::compression::Compression;
 use pulsar_wire::producer::{HashingScheme, ProducerMessage};
 use serde_json::{Value, json};
@@ -92,11 +91,7 @@ async fn the_official_client_reads_everything_we_produce() {
     init_tracing();
     let broker = TestBroker::start().await;
     guard("interop produce", async {
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
+        let client = crate::common::broker::client(&broker).await;
         const COUNT: usize = 10;
         let mut expected: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for codec in [
@@ -173,11 +168,7 @@ async fn both_clients_send_a_key_to_the_same_partition() {
         )
         .await;
         assert_eq!(theirs.len(), keys.len());
-        let client = Client::builder()
-            .service_url(broker.service_url())
-            .build()
-            .await
-            .expect("client");
+        let client = crate::common::broker::client(&broker).await;
         // The Python client always hashes with BoostHash (it cannot be set).
         let producer = client
             .producer(topic.clone())

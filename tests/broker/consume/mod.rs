@@ -27,17 +27,9 @@ use pulsar_wire::wire::{Checksum, Frame, Payload, batch, commands};
 use pulsar_wire::{Client, ConsumerError, MessageId, TopicName};
 use tokio::sync::mpsc;
 
+pub(super) use crate::common::broker::client;
 use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, skip_unless};
-use crate::common::{guard, init_tracing, unique_topic};
-
-pub(super) async fn client(broker: &TestBroker) -> Client {
-    init_tracing();
-    Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client")
-}
+use crate::common::{guard, unique_topic};
 
 /// A producer made of raw frames: each send waits for its receipt.
 pub(super) struct RawProducer {

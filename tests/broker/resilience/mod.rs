@@ -35,11 +35,7 @@ async fn proxied(broker: &TestBroker, proxy: &FaultProxy, keepalive: Duration) -
 /// A client straight to `broker`.
 async fn direct(broker: &TestBroker) -> Client {
     init_tracing();
-    Client::builder()
-        .service_url(broker.service_url())
-        .build()
-        .await
-        .expect("client")
+    crate::common::broker::client(broker).await
 }
 
 /// A Shared consumer of `topic` on a new subscription from the start.
