@@ -136,12 +136,17 @@ impl Consumer {
             while let Some(done) = running.try_join_next() {
                 settle(&mut settling, done);
             }
-            while running.len() >= options.concurrency {
-                if let Some(done) = running.join_next().await {
+            // A call that ends while the loop waits for the next message is
+            // settled at once: its outcome must not wait for more messages
+            // (`receive` is cancel-safe, so the wait resumes where it was).
+            let received = tokio::select! {
+                Some(done) = running.join_next(), if !running.is_empty() => {
                     settle(&mut settling, done);
+                    continue;
                 }
-            }
-            let msg = match receiver.receive().await {
+                received = receiver.receive(), if running.len() < options.concurrency => received,
+            };
+            let msg = match received {
                 Ok(msg) => msg,
                 Err(ConsumerError::Closed) => break Ok(()),
                 Err(e) => break Err(e),

@@ -27,6 +27,8 @@ mod lifecycle;
 pub(super) mod reconnect;
 #[path = "consume_rewind.rs"]
 mod rewind;
+#[path = "consume_run.rs"]
+mod run;
 #[path = "consume_seek.rs"]
 mod seek;
 
