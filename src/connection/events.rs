@@ -32,6 +32,9 @@ pub enum Response {
     AckResponse(proto::CommandAckResponse),
     /// `GET_TOPICS_OF_NAMESPACE_RESPONSE`.
     GetTopicsOfNamespaceResponse(proto::CommandGetTopicsOfNamespaceResponse),
+    /// `WATCH_TOPIC_LIST_SUCCESS`: the watcher is set, with the topics it
+    /// matches now.
+    WatchTopicListSuccess(proto::CommandWatchTopicListSuccess),
 }
 
 impl Response {
@@ -46,6 +49,7 @@ impl Response {
             Self::GetLastMessageIdResponse(_) => "GET_LAST_MESSAGE_ID_RESPONSE",
             Self::AckResponse(_) => "ACK_RESPONSE",
             Self::GetTopicsOfNamespaceResponse(_) => "GET_TOPICS_OF_NAMESPACE_RESPONSE",
+            Self::WatchTopicListSuccess(_) => "WATCH_TOPIC_LIST_SUCCESS",
         }
     }
 }
@@ -146,6 +150,20 @@ pub enum ConsumerEvent {
     /// `TOPIC_MIGRATED`: the topic moved to another cluster.
     TopicMigrated(BrokerHint),
     /// The connection died; every registration is gone and no more events follow.
+    ConnectionLost(ConnectionError),
+}
+
+/// What a connection tells a registered topic-list watcher.
+#[derive(Debug, Clone)]
+pub(crate) enum TopicListEvent {
+    /// `WATCH_TOPIC_UPDATE`: topics created and deleted, and the hash of
+    /// the list after them.
+    Update {
+        added: Vec<String>,
+        deleted: Vec<String>,
+        hash: String,
+    },
+    /// The connection died; the watcher is gone with it.
     ConnectionLost(ConnectionError),
 }
 

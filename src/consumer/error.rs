@@ -25,6 +25,21 @@ pub enum ConsumerError {
     /// A topic that is not a valid name.
     #[error(transparent)]
     InvalidTopic(#[from] InvalidTopicName),
+    /// A topics pattern that is not a regular expression this client
+    /// understands, or that names no namespace.
+    #[error("invalid topics pattern {pattern:?}: {reason}")]
+    InvalidPattern {
+        /// The pattern, as given.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A check interval (partitions, topics pattern) must be longer than zero.
+    #[error("{option} must be longer than zero")]
+    ZeroInterval {
+        /// The setting, e.g. `"auto_update_partitions_interval"`.
+        option: &'static str,
+    },
     /// The subscription name is empty.
     #[error("the subscription name is empty")]
     EmptySubscription,

@@ -27,6 +27,7 @@ mod crypto;
 mod error;
 mod letters;
 mod message;
+mod pattern;
 mod position;
 mod reader;
 mod run;
@@ -51,6 +52,7 @@ pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadab
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
+pub use pattern::RegexSubscriptionMode;
 pub use reader::{Reader, ReaderBuilder};
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
@@ -97,7 +99,8 @@ pub struct Consumer {
     commands: mpsc::UnboundedSender<task::Command>,
     pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
     subscription_type: SubscriptionType,
-    topics: Arc<[String]>,
+    /// The topics (partitions) read now; the task updates them.
+    topics: watch::Receiver<Arc<[String]>>,
     activity: watch::Receiver<task::Activity>,
     /// Dead-letter and retry copies (with a dead-letter policy or retry on).
     letters: Option<Arc<letters::Letters>>,
@@ -138,6 +141,31 @@ impl ConsumerBuilder {
     /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
         let mut topics = self.validate()?;
+        let discovery = self.discovery()?;
+        let listing = match &discovery.pattern {
+            Some((pattern, _)) => {
+                let listing = self
+                    .client
+                    .topics_of_namespace(
+                        &pattern.namespace,
+                        pattern.mode.wire(),
+                        Some(&pattern.wire),
+                        None,
+                    )
+                    .await
+                    .map_err(|source| ConsumerError::Client {
+                        topic: pattern.given.clone(),
+                        source,
+                    })?;
+                for t in pattern.select(listing.topics.iter().map(String::as_str)) {
+                    if !topics.contains(&t) {
+                        topics.push(t);
+                    }
+                }
+                Some(listing)
+            }
+            None => None,
+        };
         let core = self.core_config();
         let letters = match (&core.dead_letter, topics.first()) {
             (Some(policy), Some(first)) => {
@@ -166,13 +194,15 @@ impl ConsumerBuilder {
             crypto_failure_action: self.crypto_failure_action,
             chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
+            discovery,
         };
         let partitions = task::expand(&self.client, topics).await?;
-        let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
+        let (names_tx, names) = watch::channel(Arc::from(Vec::new()));
         // Dropped half-way, this leaves nothing behind on the broker: what
         // it subscribed is closed in the background (see attach.rs).
-        let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
+        let driver =
+            task::Driver::subscribe(settings, partitions, listing, activity_tx, names_tx).await?;
         let (commands, mailbox) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
         let ended = Arc::new(AtomicBool::new(false));
@@ -192,9 +222,10 @@ impl ConsumerBuilder {
 }
 
 impl Consumer {
-    /// The topics (partitions) this consumer reads.
-    pub fn topics(&self) -> &[String] {
-        &self.topics
+    /// The topics (partitions) this consumer reads now: partitions added
+    /// later and a pattern's new topics join, deleted topics leave.
+    pub fn topics(&self) -> Vec<String> {
+        self.topics.borrow().to_vec()
     }
 
     /// The subscription type.
@@ -306,7 +337,7 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
-        if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
+        if !self.ack_receipts && self.topics.borrow().iter().any(|t| **t == *topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
             // answer saves a round trip between tasks per message.

@@ -1,14 +1,19 @@
 //! [`ProducerBuilder`]: `client.producer(topic)…create().await`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::batcher::BatchConfig;
 use super::connect::{self, Recipe};
+use super::partitions::{self, Follow};
 use super::task::{self, Settings};
 use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routing::Router};
 use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::compression::Compression;
+
+/// How often a partitioned topic is checked for new partitions by default.
+const DEFAULT_PARTITIONS_CHECK: Duration = Duration::from_secs(60);
 
 /// Who may produce to the topic alongside this producer.
 ///
@@ -66,6 +71,7 @@ impl Client {
             hashing: HashingScheme::default(),
             batching_set: false,
             chunking: false,
+            partitions_every: Some(DEFAULT_PARTITIONS_CHECK),
         }
     }
 }
@@ -111,6 +117,8 @@ pub struct ProducerBuilder {
     /// Whether `batching` was called (chunking turns the default off).
     batching_set: bool,
     chunking: bool,
+    /// How often a partitioned topic is checked for new partitions (`None`: never).
+    partitions_every: Option<Duration>,
 }
 
 impl ProducerBuilder {
@@ -215,6 +223,23 @@ impl ProducerBuilder {
         self
     }
 
+    /// Whether partitions added to a partitioned topic later get messages
+    /// without a restart (default true, as Java's `autoUpdatePartitions`).
+    pub fn auto_update_partitions(mut self, enabled: bool) -> Self {
+        self.partitions_every =
+            enabled.then_some(self.partitions_every.unwrap_or(DEFAULT_PARTITIONS_CHECK));
+        self
+    }
+
+    /// How often a partitioned topic is checked for new partitions
+    /// (default 60 s, as Java's `autoUpdatePartitionsInterval`).
+    pub fn auto_update_partitions_interval(mut self, interval: Duration) -> Self {
+        if self.partitions_every.is_some() {
+            self.partitions_every = Some(interval);
+        }
+        self
+    }
+
     /// Checks the settings, then creates the producer (one per partition of
     /// a partitioned topic) on the brokers that own the topic.
     ///
@@ -259,24 +284,41 @@ impl ProducerBuilder {
             .map(|(t, index)| self.recipe(t, *index))
             .collect();
         let created = futures::future::try_join_all(recipes.iter().map(connect::create)).await?;
-        let names = created.iter().map(|c| c.name.clone()).collect();
+        let name = created.first().map(|c| c.name.clone()).unwrap_or_default();
         let lanes = created
             .into_iter()
             .zip(recipes)
             .map(|(c, recipe)| task::spawn(c, recipe, settings.clone()))
             .collect();
+        let follow = self
+            .partitions_every
+            .filter(|_| partitions > 0)
+            .map(|every| {
+                let builder = self.clone();
+                Follow {
+                    client: self.client.clone(),
+                    topic: topic.clone(),
+                    every,
+                    recipe: Box::new(move |t, n| builder.recipe(t, n)),
+                    settings: settings.clone(),
+                }
+            });
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
         let switch = batch.enabled.then(|| batch.max_delay.saturating_mul(10));
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
         let (memory, limit) = self.client.memory();
-        Ok(Producer::new(
+        let producer = Producer::new(
             topic.as_str().to_owned(),
-            names,
+            name,
             lanes,
             router,
             (memory.clone(), limit, self.when_full),
-        ))
+        );
+        if let Some(follow) = follow {
+            tokio::spawn(partitions::follow(Arc::downgrade(&producer.inner), follow));
+        }
+        Ok(producer)
     }
 
     fn validate(&self) -> Result<(), ProducerError> {
@@ -298,6 +340,12 @@ impl ProducerBuilder {
         }
         if self.max_pending_messages == 0 {
             return invalid("max_pending_messages", "must be at least 1");
+        }
+        if self.partitions_every.is_some_and(|d| d.is_zero()) {
+            return invalid(
+                "auto_update_partitions_interval",
+                "must be longer than zero",
+            );
         }
         Ok(())
     }

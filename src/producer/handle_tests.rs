@@ -36,7 +36,7 @@ fn producer(panics: bool) -> Producer {
     let memory = (Arc::new(Semaphore::new(1 << 20)), 1 << 20, WhenFull::Block);
     Producer::new(
         "t".into(),
-        vec!["t".into()],
+        "t".into(),
         vec![Lane { tx, ended }],
         router,
         memory,

@@ -38,6 +38,7 @@ mod connect;
 mod error;
 mod limits;
 mod message;
+mod partitions;
 mod pending;
 mod routing;
 mod task;
@@ -82,9 +83,9 @@ pub struct Producer {
 #[derive(Debug)]
 struct Inner {
     topic: String,
-    names: Vec<String>,
-    lanes: Vec<task::Lane>,
-    router: Mutex<Router>,
+    /// The producer's name (of partition 0 on a partitioned topic).
+    name: String,
+    lanes: Mutex<partitions::Lanes>,
     /// The client's memory budget, its size, and what to do when it is used up.
     memory: (Arc<Semaphore>, usize, WhenFull),
 }
@@ -92,17 +93,21 @@ struct Inner {
 impl Producer {
     fn new(
         topic: String,
-        names: Vec<String>,
+        name: String,
         lanes: Vec<task::Lane>,
         router: Router,
         memory: (Arc<Semaphore>, usize, WhenFull),
     ) -> Self {
+        let lanes = partitions::Lanes {
+            lanes,
+            router,
+            closed: false,
+        };
         Self {
             inner: Arc::new(Inner {
                 topic,
-                names,
-                lanes,
-                router: Mutex::new(router),
+                name,
+                lanes: Mutex::new(lanes),
                 memory,
             }),
         }
@@ -144,13 +149,14 @@ impl Producer {
     /// The producer's name (the broker's choice unless one was given); of
     /// partition 0 on a partitioned topic.
     pub fn name(&self) -> &str {
-        &self.inner.names[0]
+        &self.inner.name
     }
 
-    /// How many partitions the producer writes to (1 for a topic that is
-    /// not partitioned).
+    /// How many partitions the producer writes to now (1 for a topic that
+    /// is not partitioned); partitions added later count once the producer
+    /// writes to them.
     pub fn partitions(&self) -> usize {
-        self.inner.lanes.len()
+        partitions::lock(&self.inner.lanes).lanes.len()
     }
 
     /// Queues `msg` and returns its receipt, a future of the broker's
@@ -183,15 +189,9 @@ impl Producer {
         msg: impl Into<ProducerMessage>,
     ) -> Result<SendReceipt, ProducerError> {
         let msg = msg.into();
-        let lane = if self.inner.lanes.len() == 1 {
-            0
-        } else {
-            let mut router = self.inner.router.lock().unwrap_or_else(|e| e.into_inner());
-            router.choose(clock::now(), msg.get_key()) as usize
-        };
+        let lane = partitions::lock(&self.inner.lanes).choose(clock::now(), msg.get_key());
         let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
-        let lane = &self.inner.lanes[lane];
         lane.tx
             .send(Cmd::Send { msg, reply, permit })
             .await
@@ -218,6 +218,8 @@ impl Producer {
     /// # Errors
     /// The broker's answer to CLOSE_PRODUCER, if it failed.
     pub async fn close(&self) -> Result<(), ProducerError> {
+        // After a close no partition is added.
+        partitions::lock(&self.inner.lanes).closed = true;
         self.each(Cmd::Close).await
     }
 
@@ -225,8 +227,9 @@ impl Producer {
         &self,
         cmd: fn(oneshot::Sender<Result<(), ProducerError>>) -> Cmd,
     ) -> Result<(), ProducerError> {
-        let mut answers = Vec::with_capacity(self.inner.lanes.len());
-        for lane in &self.inner.lanes {
+        let lanes = partitions::lock(&self.inner.lanes).lanes.clone();
+        let mut answers = Vec::with_capacity(lanes.len());
+        for lane in &lanes {
             let (done, answer) = oneshot::channel();
             if lane.tx.send(cmd(done)).await.is_err() {
                 return Err(task::gone(&lane.ended));

@@ -149,6 +149,14 @@ pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: 
         .ok(&format!("creating {topic} with {partitions} partitions"));
 }
 
+/// Grows partitioned `topic` to `partitions` partitions.
+pub async fn update_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
+    let url = format!("{admin_url}/admin/v2/{}/partitions", rest_path(topic));
+    call("POST", &url, Some(&partitions.to_string()))
+        .await
+        .ok(&format!("growing {topic} to {partitions} partitions"));
+}
+
 /// Creates namespace `tenant/ns` with `bundles` bundles.
 pub async fn create_namespace(admin_url: &str, namespace: &str, bundles: u32) {
     let url = format!("{admin_url}/admin/v2/namespaces/{namespace}");

@@ -35,6 +35,9 @@ pub(super) struct Sub {
     pub(super) delivered: bool,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     pub(super) lost: bool,
+    /// Its topic is gone (deleted, or no longer matched by the pattern):
+    /// closed, kept only so the indexes of the others stay put.
+    pub(super) removed: bool,
 }
 
 pub(super) type Events =
@@ -55,6 +58,8 @@ pub(crate) struct Settings {
     pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
+    /// New partitions, and a pattern's topics that come and go.
+    pub(crate) discovery: discover::DiscoverySettings,
 }
 
 pub(crate) struct Driver {
@@ -78,6 +83,10 @@ pub(crate) struct Driver {
     /// Partitions given up for good while others go on: each is reported
     /// once, to the next receiver.
     pub(super) lost_reports: VecDeque<ConsumerError>,
+    /// Partitions added, topics created and deleted (see discover.rs).
+    pub(super) discovery: discover::Discovery,
+    /// The topics read now, as the handles see them.
+    pub(super) topics: watch::Sender<Arc<[String]>>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -115,6 +124,7 @@ impl Driver {
                 .subs
                 .iter()
                 .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
+                .chain([self.discovery.next_deadline()])
                 .flatten()
                 .min();
             if deadline != armed {
@@ -144,6 +154,7 @@ impl Driver {
                         }
                     }
                     None => {
+                        self.discovery.shut();
                         self.settle_forwards().await;
                         self.deliver_pending_acks().await;
                         self.close_all().await;
@@ -159,6 +170,7 @@ impl Driver {
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
+                signal = self.discovery.next() => self.on_discovery(signal).await,
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
                     armed = None;
@@ -171,6 +183,7 @@ impl Driver {
                             self.flush_acks(index).await;
                         }
                     }
+                    self.discover(now);
                 }
             }
             self.serve().await;
@@ -225,6 +238,7 @@ impl Driver {
                 let done = result.is_ok();
                 let _ = reply.send(result);
                 if done {
+                    self.discovery.shut();
                     // The broker removed the consumers with the subscription.
                     self.detach_all(false).await;
                     self.settings.forwards.close().await;
@@ -232,6 +246,7 @@ impl Driver {
                 }
             }
             Command::Close(reply) => {
+                self.discovery.shut();
                 self.settle_forwards().await;
                 self.deliver_pending_acks().await;
                 self.close_all().await;
@@ -243,8 +258,11 @@ impl Driver {
         false
     }
 
-    fn find(&self, topic: &str) -> Option<usize> {
-        self.subs.iter().position(|s| &*s.name == topic)
+    /// The sub reading `topic` now (not one whose topic is gone).
+    pub(super) fn find(&self, topic: &str) -> Option<usize> {
+        self.subs
+            .iter()
+            .position(|s| &*s.name == topic && !s.removed)
     }
 
     /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
@@ -264,6 +282,13 @@ impl Driver {
             }
         };
         let Some(index) = self.find(topic) else {
+            if self.subs.iter().any(|s| &*s.name == topic) {
+                // Its topic is gone: nothing left to ack.
+                if let Some(reply) = reply {
+                    let _ = reply.send(Ok(()));
+                }
+                return;
+            }
             let error = ConsumerError::ForeignMessage {
                 topic: topic.to_owned(),
             };

@@ -11,6 +11,7 @@ mod attach;
 mod chunked;
 mod command;
 mod deliver;
+mod discover;
 mod driver;
 mod execute;
 mod forward;
@@ -18,6 +19,7 @@ mod resubscribe;
 
 pub(crate) use attach::expand;
 pub(crate) use command::{Activity, Command};
+pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
 

@@ -1,0 +1,204 @@
+//! Topics that change under producers and consumers: a partitioned topic
+//! grown through the admin API while producing and consuming (every
+//! message of the new partitions is consumed), and a pattern consumer that
+//! joins a topic created after it subscribed (Apache Pulsar's topic-list
+//! watcher tells it). pulsar-lite can neither grow a topic nor list a
+//! namespace: there a pattern consumer fails with a typed timeout.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+use pulsar_wire::{Client, MessageId};
+
+use crate::common::broker::{BrokerKind, TestBroker, client, skip_unless};
+use crate::common::{
+    admin, assert_listing_timed_out, guard, guard_for, init_tracing, unique_topic,
+};
+
+/// Short so the test sees the change soon; the defaults are 60 s.
+const CHECK: Duration = Duration::from_millis(500);
+
+fn admin_url() -> String {
+    std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL")
+}
+
+#[tokio::test]
+async fn a_topic_grown_from_two_to_four_partitions_is_produced_to_and_consumed_whole() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite cannot add partitions to a topic (no admin API)",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard_for("partitions added", Duration::from_secs(120), async {
+        init_tracing();
+        let client = client(&broker).await;
+        let topic = unique_topic("grow");
+        admin::create_partitioned_topic(&admin_url(), &topic, 2).await;
+        let mut consumer = client
+            .consumer(&topic, "grow")
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            .auto_update_partitions_interval(CHECK)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let producer = client
+            .producer(&topic)
+            .batching(false)
+            .auto_update_partitions_interval(CHECK)
+            .create()
+            .await
+            .expect("producer");
+        assert_eq!(producer.partitions(), 2);
+        let mut sent = BTreeSet::new();
+        let send = |i: usize| {
+            let producer = producer.clone();
+            async move {
+                producer
+                    .send(format!("m{i}"))
+                    .await
+                    .expect("queued")
+                    .await
+                    .expect("stored")
+            }
+        };
+        for i in 0..20 {
+            sent.insert(send(i).await);
+        }
+        admin::update_partitioned_topic(&admin_url(), &topic, 4).await;
+        // Producing goes on while the producer notices the new partitions;
+        // every message sent is counted.
+        let mut i = 20;
+        while producer.partitions() < 4 {
+            sent.insert(send(i).await);
+            i += 1;
+        }
+        for _ in 0..40 {
+            sent.insert(send(i).await);
+            i += 1;
+        }
+        let on_new: usize = sent.iter().filter(|id| id.partition >= 2).count();
+        assert!(
+            on_new >= 20,
+            "round-robin reaches the new partitions: {on_new}"
+        );
+        let mut received: BTreeSet<MessageId> = BTreeSet::new();
+        while received.len() < sent.len() {
+            let msg = consumer.receive().await.expect("message");
+            assert!(sent.contains(&msg.id()), "{} was never sent", msg.id());
+            consumer.ack(&msg).await.expect("ack");
+            received.insert(msg.id());
+        }
+        assert_eq!(received, sent);
+        assert_eq!(consumer.topics().len(), 4, "{:?}", consumer.topics());
+        consumer.close().await.expect("close");
+        producer.close().await.expect("close producer");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pattern_consumer_receives_from_a_topic_created_after_it_subscribed() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite does not answer GET_TOPICS_OF_NAMESPACE",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("pattern", async {
+        init_tracing();
+        let client = client(&broker).await;
+        let prefix = unique_topic("pat");
+        let first = format!("{prefix}-first");
+        let later = format!("{prefix}-later");
+        let unrelated = format!("{prefix}x-other");
+        // Exists before the consumer subscribes.
+        let p = client.producer(&first).create().await.expect("producer");
+        p.send("before")
+            .await
+            .expect("queued")
+            .await
+            .expect("stored");
+        let pattern = format!("{}-.*", regex_escape(&prefix));
+        let mut consumer = client
+            .consumer_pattern(&pattern, "pat")
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            // Longer than the hang guard: only the broker's topic-list
+            // watcher can tell of the new topic in time.
+            .pattern_auto_discovery_period(Duration::from_secs(600))
+            .subscribe()
+            .await
+            .expect("subscribe");
+        assert_eq!(consumer.topics(), std::slice::from_ref(&first));
+        let msg = consumer.receive().await.expect("first");
+        assert_eq!(msg.topic(), first);
+        consumer.ack(&msg).await.expect("ack");
+        // Created after subscribing: joined from its first message.
+        let q = client.producer(&later).create().await.expect("producer");
+        q.send("after")
+            .await
+            .expect("queued")
+            .await
+            .expect("stored");
+        let other = client
+            .producer(&unrelated)
+            .create()
+            .await
+            .expect("producer");
+        other
+            .send("not mine")
+            .await
+            .expect("queued")
+            .await
+            .expect("stored");
+        let msg = consumer.receive().await.expect("later");
+        assert_eq!(msg.topic(), later);
+        assert_eq!(msg.payload().as_ref(), b"after");
+        consumer.ack(&msg).await.expect("ack");
+        let topics: BTreeSet<String> = consumer.topics().into_iter().collect();
+        assert_eq!(topics, BTreeSet::from([first, later]));
+        consumer.close().await.expect("close");
+    })
+    .await;
+}
+
+/// `name` with the regex metacharacters a topic name can hold escaped.
+fn regex_escape(name: &str) -> String {
+    name.replace('.', "\\.")
+}
+
+#[tokio::test]
+async fn a_pattern_consumer_on_a_broker_that_never_lists_topics_fails_with_a_typed_timeout() {
+    if skip_unless(
+        BrokerKind::Lite,
+        "Apache Pulsar answers GET_TOPICS_OF_NAMESPACE (see the test above)",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("pattern on lite", async {
+        init_tracing();
+        let client = Client::builder()
+            .service_url(broker.service_url())
+            .operation_timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .expect("client");
+        let pattern = "persistent://public/default/orders-.*";
+        let result = client.consumer_pattern(pattern, "sub").subscribe().await;
+        assert_listing_timed_out(result, pattern);
+        // The connection is still good for everything else.
+        let p = client
+            .producer("after-pattern")
+            .create()
+            .await
+            .expect("producer");
+        p.send("ok").await.expect("queued").await.expect("stored");
+    })
+    .await;
+}

@@ -1,0 +1,345 @@
+//! Topics that change, against the scripted broker (paused clock): the
+//! partition check (PARTITIONED_METADATA on a timer, none while nothing is
+//! partitioned; a shrink or an error ignored) for consumers and producers,
+//! and a pattern consumer polling GET_TOPICS_OF_NAMESPACE with the topics
+//! hash on a broker without topic-list watchers: a new topic joined from
+//! its first message, a deleted one left.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pulsar_wire::consumer::{Consumer, ConsumerBuilder, SubscriptionType};
+use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::command_get_topics_of_namespace::Mode;
+use pulsar_wire::proto::command_lookup_topic_response::LookupType;
+use pulsar_wire::proto::command_subscribe::InitialPosition;
+use pulsar_wire::proto::{self, BaseCommand, ServerError};
+use pulsar_wire::wire::Checksum;
+
+use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id, topic_of};
+use crate::common::{assert_listing_timed_out, guard, guard_for, init_tracing};
+use crate::consume::{message, scripted_client as client};
+use crate::produce::producer_success;
+
+const SERVICE: &str = "svc:6650";
+const TOPIC: &str = "persistent://public/default/growing";
+const EVERY: Duration = Duration::from_secs(10);
+
+/// Expects PARTITIONED_METADATA for `topic` and answers `partitions`.
+async fn metadata(broker: &mut FakeBroker, topic: &str, partitions: u32) {
+    let meta = broker.expect(Type::PartitionedMetadata).await;
+    assert_eq!(topic_of(&meta), topic);
+    broker
+        .send(answer::partitions(request_id(&meta), partitions))
+        .await;
+}
+
+/// Answers LOOKUP request `request`: the topic is here.
+async fn answer_lookup(broker: &mut FakeBroker, request: u64) {
+    let here = format!("pulsar://{SERVICE}");
+    let reply = answer::lookup(request, LookupType::Connect, &here, true);
+    broker.send(reply).await;
+}
+
+/// Answers LOOKUPs and SUBSCRIBEs until `flows` FLOWs came; returns, per
+/// topic subscribed, its consumer id and initial position.
+async fn attach_all(broker: &mut FakeBroker, flows: usize) -> BTreeMap<String, (u64, i32)> {
+    let mut subscribed = BTreeMap::new();
+    let mut seen = 0;
+    while seen < flows {
+        let frame = broker.recv().await.expect("open");
+        match frame.command.r#type() {
+            Type::Lookup => answer_lookup(broker, request_id(&frame)).await,
+            Type::Subscribe => {
+                let body = frame.command.subscribe.as_ref().expect("body");
+                let position = body.initial_position.unwrap_or_default();
+                subscribed.insert(body.topic.clone(), (body.consumer_id, position));
+                broker.send(answer::success(body.request_id)).await;
+            }
+            Type::Flow => seen += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    subscribed
+}
+
+/// Subscribes to `topic` (`partitions` partitions) with `setup`, playing
+/// the broker; returns the consumer, the broker and the consumer ids.
+async fn consumer_of(
+    net: &FakeNetwork,
+    partitions: u32,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder + Send + 'static,
+) -> (Consumer, FakeBroker, BTreeMap<String, (u64, i32)>) {
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    let net = net.clone();
+    let subscribing = tokio::spawn(async move {
+        let client = client(&net).await;
+        setup(client.consumer(TOPIC, "sub")).subscribe().await
+    });
+    let mut broker = svc.accept().await;
+    broker.handshake().await;
+    metadata(&mut broker, TOPIC, partitions).await;
+    let ids = attach_all(&mut broker, partitions.max(1) as usize).await;
+    let consumer = subscribing.await.expect("task").expect("subscribe");
+    (consumer, broker, ids)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_joins_partitions_added_later_and_ignores_a_shrink_or_an_error() {
+    let net = FakeNetwork::new();
+    guard("partitions added", async {
+        let (mut consumer, mut broker, first) = consumer_of(&net, 2, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .auto_update_partitions_interval(EVERY)
+        })
+        .await;
+        assert_eq!(first.len(), 2);
+        // The check: a third partition, subscribed from its first message.
+        metadata(&mut broker, TOPIC, 3).await;
+        let added = attach_all(&mut broker, 1).await;
+        let new = format!("{TOPIC}-partition-2");
+        let (id, position) = added[&new];
+        assert_eq!(position, InitialPosition::Earliest as i32);
+        // A shrink and an error are ignored; the checks go on.
+        metadata(&mut broker, TOPIC, 1).await;
+        let meta = broker.expect(Type::PartitionedMetadata).await;
+        let refused = answer::error(request_id(&meta), ServerError::ServiceNotReady, "busy");
+        broker.send(refused).await;
+        metadata(&mut broker, TOPIC, 3).await;
+        assert_eq!(consumer.topics().len(), 3, "{:?}", consumer.topics());
+        assert!(consumer.topics().contains(&new));
+        // Messages of the new partition reach the application.
+        broker
+            .send_frame(message(id, 0, "new", Checksum::Absent))
+            .await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.topic(), new);
+        assert_eq!(msg.payload().as_ref(), b"new");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_partitioned_means_no_partition_check() {
+    let net = FakeNetwork::new();
+    guard_for("no check", EVERY * 100, async {
+        let (mut consumer, mut broker, ids) =
+            consumer_of(&net, 0, |b| b.auto_update_partitions_interval(EVERY)).await;
+        let (id, _) = ids[TOPIC];
+        tokio::time::advance(EVERY * 30).await;
+        broker
+            .send_frame(message(id, 0, "one", Checksum::Absent))
+            .await;
+        consumer.receive().await.expect("message");
+        let close = consumer.close();
+        let script = async {
+            // The next frame is the close: no PARTITIONED_METADATA came.
+            let frame = broker.expect(Type::CloseConsumer).await;
+            let body = frame.command.close_consumer.as_ref().expect("body");
+            broker.send(answer::success(body.request_id)).await;
+        };
+        let (closed, ()) = tokio::join!(close, script);
+        closed.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_producer_sends_to_partitions_added_later() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("producer partitions added", async {
+        let net = net.clone();
+        let creating = tokio::spawn(async move {
+            client(&net)
+                .await
+                .producer(TOPIC)
+                .batching(false)
+                .auto_update_partitions_interval(EVERY)
+                .create()
+                .await
+        });
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, TOPIC, 2).await;
+        let mut producers = create_producers(&mut broker, 2).await;
+        let producer = creating.await.expect("task").expect("create");
+        metadata(&mut broker, TOPIC, 3).await;
+        producers.extend(create_producers(&mut broker, 1).await);
+        let new = format!("{TOPIC}-partition-2");
+        assert!(producers.contains_key(&new), "{producers:?}");
+        // The next check (answered as it stands) comes after the new
+        // producer joined the router.
+        metadata(&mut broker, TOPIC, 3).await;
+        assert_eq!(producer.partitions(), 3);
+        // Round-robin: three sends reach three partitions, the new one too.
+        let mut sent_to = Vec::new();
+        for i in 0..3 {
+            let receipt = producer.send(format!("m{i}")).await.expect("queued");
+            let send = broker.expect(Type::Send).await;
+            let body = send.command.send.as_ref().expect("body");
+            sent_to.push(body.producer_id);
+            let r = answer::receipt(body.producer_id, body.sequence_id);
+            broker.send(r).await;
+            receipt.await.expect("stored");
+        }
+        assert!(
+            sent_to.contains(&producers[&new]),
+            "{sent_to:?} {producers:?}"
+        );
+    })
+    .await;
+}
+
+/// Answers LOOKUPs and PRODUCERs until `n` producers exist; returns their
+/// ids by topic.
+async fn create_producers(broker: &mut FakeBroker, n: usize) -> BTreeMap<String, u64> {
+    let mut made = BTreeMap::new();
+    while made.len() < n {
+        let frame = broker.recv().await.expect("open");
+        match frame.command.r#type() {
+            Type::Lookup => answer_lookup(broker, request_id(&frame)).await,
+            Type::Producer => {
+                let body = frame.command.producer.as_ref().expect("body");
+                made.insert(body.topic.clone(), body.producer_id);
+                let name = format!("p-{}", body.producer_id);
+                broker
+                    .send(producer_success(body.request_id, &name, -1))
+                    .await;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    made
+}
+
+const PATTERN: &str = "persistent://public/default/pat-.*";
+
+fn topics_answer(request: u64, topics: &[&str], hash: &str, changed: bool) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::GetTopicsOfNamespaceResponse as i32,
+        get_topics_of_namespace_response: Some(Box::new(
+            proto::CommandGetTopicsOfNamespaceResponse {
+                request_id: request,
+                topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+                filtered: Some(false),
+                topics_hash: Some(hash.to_owned()),
+                changed: Some(changed),
+            },
+        )),
+        ..BaseCommand::default()
+    }
+}
+
+/// Expects GET_TOPICS_OF_NAMESPACE asked with `hash`; returns its request id.
+async fn expect_listing(broker: &mut FakeBroker, hash: Option<&str>) -> u64 {
+    let frame = broker.expect(Type::GetTopicsOfNamespace).await;
+    let body = frame
+        .command
+        .get_topics_of_namespace
+        .as_ref()
+        .expect("body");
+    assert_eq!(body.namespace, "public/default");
+    assert_eq!(body.mode, Some(Mode::Persistent as i32));
+    assert_eq!(body.topics_pattern.as_deref(), Some(PATTERN));
+    assert_eq!(body.topics_hash.as_deref(), hash);
+    body.request_id
+}
+
+fn full(local: &str) -> String {
+    format!("persistent://public/default/{local}")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pattern_consumer_polls_joins_new_topics_and_leaves_deleted_ones() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("pattern polling", async {
+        let net = net.clone();
+        let subscribing = tokio::spawn(async move {
+            client(&net)
+                .await
+                .consumer_pattern(PATTERN, "sub")
+                .subscription_type(SubscriptionType::Shared)
+                .pattern_auto_discovery_period(EVERY)
+                .auto_update_partitions(false)
+                .subscribe()
+                .await
+        });
+        let mut broker = svc.accept().await;
+        // No feature flags: no topic-list watchers, so the consumer polls.
+        broker.handshake().await;
+        let request = expect_listing(&mut broker, None).await;
+        let (a, other) = (full("pat-a"), full("other"));
+        let listing = topics_answer(request, &[&a, &other], "h1", true);
+        broker.send(listing).await;
+        metadata(&mut broker, &a, 0).await;
+        let first = attach_all(&mut broker, 1).await;
+        let (a_id, _) = first[&a];
+        let mut consumer = subscribing.await.expect("task").expect("subscribe");
+        assert_eq!(consumer.topics(), std::slice::from_ref(&a));
+
+        // A partitioned topic appears: both partitions joined, from their
+        // first message.
+        let request = expect_listing(&mut broker, Some("h1")).await;
+        let (b0, b1) = (full("pat-b-partition-0"), full("pat-b-partition-1"));
+        let listing = topics_answer(request, &[&a, &b0, &b1, &other], "h2", true);
+        broker.send(listing).await;
+        metadata(&mut broker, &full("pat-b"), 2).await;
+        let added = attach_all(&mut broker, 2).await;
+        assert_eq!(added.keys().collect::<Vec<_>>(), [&b0, &b1]);
+        assert!(
+            added
+                .values()
+                .all(|(_, p)| *p == InitialPosition::Earliest as i32)
+        );
+
+        // pat-a is deleted: its subscription is closed.
+        let request = expect_listing(&mut broker, Some("h2")).await;
+        let listing = topics_answer(request, &[&b0, &b1, &other], "h3", true);
+        broker.send(listing).await;
+        let close = broker.expect(Type::CloseConsumer).await;
+        let body = close.command.close_consumer.as_ref().expect("body");
+        assert_eq!(body.consumer_id, a_id);
+        broker.send(answer::success(body.request_id)).await;
+
+        // Unchanged: the broker lists nothing, and nothing changes.
+        let request = expect_listing(&mut broker, Some("h3")).await;
+        broker.send(topics_answer(request, &[], "h3", false)).await;
+        let request = expect_listing(&mut broker, Some("h3")).await;
+        broker.send(topics_answer(request, &[], "h3", false)).await;
+        assert_eq!(consumer.topics(), [b0.clone(), b1.clone()]);
+
+        let (b1_id, _) = added[&b1];
+        broker
+            .send_frame(message(b1_id, 0, "from b", Checksum::Absent))
+            .await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.topic(), b1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pattern_the_broker_never_lists_fails_with_a_timeout_naming_the_request() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("pattern unanswered", async {
+        let net = net.clone();
+        let subscribing = tokio::spawn(async move {
+            let client = client(&net).await;
+            client.consumer_pattern(PATTERN, "sub").subscribe().await
+        });
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        expect_listing(&mut broker, None).await;
+        // As pulsar-lite: no answer at all.
+        let result = subscribing.await.expect("task");
+        assert_listing_timed_out(result, PATTERN);
+    })
+    .await;
+}
