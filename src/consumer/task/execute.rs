@@ -10,6 +10,7 @@ impl Driver {
     /// a reconnect) for the new consumer id. With receipts, the ACKs of this
     /// pass answer the acks waiting for them (see `acks.rs`).
     pub(super) async fn run_actions(&mut self, index: usize) {
+        self.sync_memory(index);
         if self.resubscribes.is_running(index) {
             return;
         }
@@ -23,8 +24,12 @@ impl Driver {
             let sent = match action {
                 Action::Flow(permits) => {
                     trace!(topic = %sub.name, permits, "FLOW");
+                    let queue_empty = sub.core.queued() == 0;
                     if self.settings.forwards.withhold(index, id, permits) {
                         // Too many dead-letter forwards in flight: later.
+                        Ok(())
+                    } else if self.memory.withhold(index, id, permits, queue_empty) {
+                        // The client's memory limit is reached: later.
                         Ok(())
                     } else {
                         conn.send_control(commands::flow(id, permits)).await
