@@ -371,3 +371,44 @@ async fn a_batch_receive_returns_what_is_queued_at_its_timeout() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn ack_all_with_batch_index_ack_sends_one_frame_with_each_entrys_ack_set() {
+    let net = FakeNetwork::new();
+    guard("ack all batch index", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .batch_index_ack(true)
+                .batch_receive_policy(BatchReceivePolicy {
+                    max_messages: Some(4),
+                    max_bytes: None,
+                    timeout: None,
+                })
+        })
+        .await;
+        broker.send_frame(batch_message(id, 1)).await;
+        broker.send_frame(batch_message(id, 2)).await;
+        let batch = consumer.receive_batch().await.expect("batch");
+        let ids: Vec<(u64, i32)> = batch
+            .iter()
+            .map(|m| (m.id().entry_id, m.id().batch_index))
+            .collect();
+        assert_eq!(ids, [(1, 0), (1, 1), (2, 0), (2, 1)]);
+        // Member 0 of entry 1, and all of entry 2.
+        let acked = [batch[0].clone(), batch[2].clone(), batch[3].clone()];
+        consumer.ack_all(&acked).await.expect("ack all");
+        let frame = broker.expect(Type::Ack).await;
+        let body = frame.command.ack.as_ref().expect("body");
+        let sent: Vec<(u64, Vec<i64>)> = body
+            .message_id
+            .iter()
+            .map(|m| (m.entry_id, m.ack_set.clone()))
+            .collect();
+        assert_eq!(
+            sent,
+            [(1, vec![0b10]), (2, vec![])],
+            "member 1 of entry 1 left unacked; entry 2 whole"
+        );
+    })
+    .await;
+}
