@@ -21,6 +21,7 @@
 //! - `task/`: the driver that subscribes (and subscribes again), feeds the
 //!   core and carries out its actions on the wire.
 
+mod batch_receive;
 mod builder;
 pub(crate) mod core;
 mod crypto;
@@ -47,7 +48,10 @@ pub use self::core::nack::{NackPolicy, RedeliveryBackoff};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use self::core::unacked::UnackedTracker;
-pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use batch_receive::{BatchReceivePolicy, Messages};
+pub use builder::{
+    ConsumerBuilder, DEFAULT_MAX_TOTAL_RECEIVER_QUEUE_SIZE, DEFAULT_RECEIVER_QUEUE_SIZE,
+};
 pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
@@ -100,7 +104,7 @@ pub struct Consumer {
     pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
     subscription_type: SubscriptionType,
     /// The topics (partitions) read now; the task updates them.
-    topics: watch::Receiver<Arc<[String]>>,
+    topics: watch::Receiver<Arc<task::TopicsRead>>,
     activity: watch::Receiver<task::Activity>,
     /// Dead-letter and retry copies (with a dead-letter policy or retry on).
     letters: Option<Arc<letters::Letters>>,
@@ -133,7 +137,8 @@ impl ConsumerBuilder {
     /// # Errors
     /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
     /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
-    /// [`ConsumerError::ZeroReceiverQueue`], [`ConsumerError::NegativePriority`],
+    /// [`ConsumerError::ZeroQueueNeedsOneTopic`], [`ConsumerError::ZeroTotalReceiverQueue`],
+    /// [`ConsumerError::UnboundedBatchReceive`], [`ConsumerError::NegativePriority`],
     /// the Key_Shared policy errors, [`ConsumerError::Config`] for a delivery
     /// setting the core refuses (or a dead-letter policy on Exclusive or
     /// Failover). Then [`ConsumerError::Client`] if a
@@ -195,10 +200,21 @@ impl ConsumerBuilder {
             chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
             discovery,
+            max_total_receiver_queue_size: self.max_total_receiver_queue_size,
+            batch_receive: self.batch_receive,
         };
+        let single = topics.first().cloned();
         let partitions = task::expand(&self.client, topics).await?;
+        if self.receiver_queue_size == 0
+            && (partitions.len() != 1 || partitions.first() != single.as_ref())
+        {
+            // As Java: a partitioned topic's consumer needs a queue.
+            return Err(ConsumerError::ZeroQueueNeedsOneTopic {
+                topics: partitions.len(),
+            });
+        }
         let (activity_tx, activity) = watch::channel(Vec::new());
-        let (names_tx, names) = watch::channel(Arc::from(Vec::new()));
+        let (names_tx, names) = watch::channel(Arc::default());
         // Dropped half-way, this leaves nothing behind on the broker: what
         // it subscribed is closed in the background (see attach.rs).
         let driver =
@@ -225,7 +241,7 @@ impl Consumer {
     /// The topics (partitions) this consumer reads now: partitions added
     /// later and a pattern's new topics join, deleted topics leave.
     pub fn topics(&self) -> Vec<String> {
-        self.topics.borrow().to_vec()
+        self.topics.borrow().read.clone()
     }
 
     /// The subscription type.
@@ -337,7 +353,7 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
-        if !self.ack_receipts && self.topics.borrow().iter().any(|t| **t == *topic) {
+        if !self.ack_receipts && self.topics.borrow().knows(&topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
             // answer saves a round trip between tasks per message.
@@ -357,6 +373,95 @@ impl Consumer {
             reply: Some(reply),
         })
         .await
+    }
+
+    /// Waits for a batch of messages, as the consumer's
+    /// [`BatchReceivePolicy`] says (default: 100 messages, 10 MiB of
+    /// payload, or 100 ms, whichever comes first): returns once that many
+    /// messages or bytes are queued, or when the timeout has passed, with
+    /// the messages queued then (maybe none). A batch holds at most the
+    /// policy's messages and bytes (but always one message, however
+    /// large), taken from the partitions in turn.
+    ///
+    /// Each message is taken when the batch is returned: that is when its
+    /// ack timeout starts and its permit is given back, as for
+    /// [`receive`](Self::receive). Ack the batch with
+    /// [`ack_all`](Self::ack_all).
+    ///
+    /// # Errors
+    /// [`ConsumerError::BatchReceiveOnZeroQueue`] with a zero receiver
+    /// queue; otherwise those of [`receive`](Self::receive): an
+    /// unreadable message ends a batch before it and is reported by the
+    /// next call, or by this one if the batch would be empty.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::BatchReceivePolicy;
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "billing")
+    ///     .batch_receive_policy(BatchReceivePolicy {
+    ///         max_messages: Some(500),
+    ///         timeout: Some(Duration::from_secs(1)),
+    ///         ..BatchReceivePolicy::default()
+    ///     })
+    ///     .subscribe()
+    ///     .await?;
+    /// let batch = consumer.receive_batch().await?;
+    /// for msg in &batch {
+    ///     println!("{}: {} bytes", msg.id(), msg.payload().len());
+    /// }
+    /// consumer.ack_all(&batch).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_batch(&mut self) -> Result<Messages, ConsumerError> {
+        self.ask(task::Command::ReceiveBatch).await
+    }
+
+    /// Acknowledges every message of `messages` (e.g. a
+    /// [`receive_batch`](Self::receive_batch)): individual acks, sent in
+    /// one ACK frame per partition (more only past the frame size limit;
+    /// with batch index ack, members of batches left partly acked go with
+    /// their own `ack_set`). Otherwise as [`ack`](Self::ack) on each.
+    ///
+    /// # Errors
+    /// [`ConsumerError::ForeignMessage`] if one message came from another
+    /// consumer (then nothing is acked); otherwise the first error of
+    /// [`ack`](Self::ack) among the messages.
+    pub async fn ack_all<'a>(
+        &self,
+        messages: impl IntoIterator<Item = &'a Message>,
+    ) -> Result<(), ConsumerError> {
+        let mut acks = Vec::new();
+        let mut answers = Vec::new();
+        for msg in messages {
+            let topic = msg.0.topic.clone();
+            if !self.topics.borrow().knows(&topic) {
+                return Err(ConsumerError::ForeignMessage {
+                    topic: topic.to_string(),
+                });
+            }
+            let reply = self.ack_receipts.then(|| {
+                let (reply, answer) = oneshot::channel();
+                answers.push(answer);
+                reply
+            });
+            acks.push(task::AckOne {
+                topic,
+                id: msg.0.id,
+                batch_size: msg.0.batch_size,
+                reply,
+            });
+        }
+        if acks.is_empty() {
+            return Ok(());
+        }
+        self.send(task::Command::AckAll(acks))?;
+        for answer in answers {
+            answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        }
+        Ok(())
     }
 
     /// Acknowledges every message up to and including `msg`.

@@ -30,7 +30,7 @@ fn handle(panics: bool) -> Consumer {
         commands,
         pending: None,
         subscription_type: SubscriptionType::Shared,
-        topics: watch::channel(Arc::from(Vec::<String>::new())).1,
+        topics: watch::channel(Arc::default()).1,
         activity,
         letters: None,
         ack_receipts: false,

@@ -145,11 +145,13 @@ impl Driver {
         topics: Vec<TopicName>,
         listing: Option<crate::client::TopicListing>,
         activity: watch::Sender<Activity>,
-        names: watch::Sender<Arc<[String]>>,
+        names: watch::Sender<Arc<TopicsRead>>,
     ) -> Result<Self, ConsumerError> {
         let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
         let discovery =
             discover::Discovery::new(settings.discovery.clone(), &topics, listing, clock::now());
+        let settings_memory = settings.client.memory().0.clone();
+        let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
@@ -165,11 +167,17 @@ impl Driver {
             lost_reports: VecDeque::new(),
             discovery,
             topics: names,
+            batches: VecDeque::new(),
+            memory: super::memory::MemoryShare::new(settings_memory),
+            closed_on_batch: None,
         };
         // If this future is dropped half-way, what it subscribed is closed.
         let mut made = SubscribedGuard(Vec::new());
-        for topic in topics {
-            let core = ConsumerCore::new(driver.settings.core.clone())?;
+        for (topic, receiver_queue_size) in topics.into_iter().zip(queue_sizes) {
+            let core = ConsumerCore::new(CoreConfig {
+                receiver_queue_size,
+                ..driver.settings.core.clone()
+            })?;
             let index = driver.subs.len();
             match driver.attach(index, &topic, 0, core.consumer_epoch()).await {
                 Ok((conn, id)) => {

@@ -12,6 +12,10 @@ pub(crate) enum Command {
     Receive(Reply<Message>),
     /// Hand the next message over if one is queued now.
     TryReceive(Reply<Option<Message>>),
+    /// Hand over a batch once the batch receive policy says it is due.
+    ReceiveBatch(Reply<crate::consumer::batch_receive::Messages>),
+    /// Ack these messages individually, each partition's in one ACK frame.
+    AckAll(Vec<super::batch::AckOne>),
     /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
     /// cumulatively.
     Ack {
@@ -42,3 +46,19 @@ pub(crate) enum Command {
 
 /// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
 pub(crate) type Activity = Vec<(Arc<str>, bool)>;
+
+/// The topics (partitions) a consumer reads now, and those it left
+/// (deleted, or no longer matched by its pattern), as the handles see them.
+#[derive(Debug, Default)]
+pub(crate) struct TopicsRead {
+    pub(crate) read: Vec<String>,
+    pub(crate) left: Vec<String>,
+}
+
+impl TopicsRead {
+    /// Whether `topic` is one this consumer reads or read: its messages
+    /// are this consumer's to ack.
+    pub(crate) fn knows(&self, topic: &str) -> bool {
+        self.read.iter().chain(&self.left).any(|t| t == topic)
+    }
+}

@@ -466,7 +466,27 @@ impl Driver {
         id: ConsumerId,
         rx: mpsc::UnboundedReceiver<ConsumerEvent>,
     ) {
-        let core = match ConsumerCore::new(self.settings.core.clone()) {
+        // A new partition's share of the total queue, over the partitions
+        // its topic has now (those read already keep theirs, as in Java).
+        let partitions = match name.partition_index() {
+            Some(_) => self
+                .discovery
+                .counts
+                .get(&name.base())
+                .copied()
+                .unwrap_or(0),
+            None => 0,
+        };
+        let receiver_queue_size = crate::consumer::core::config::partition_queue_size(
+            self.settings.core.receiver_queue_size,
+            self.settings.max_total_receiver_queue_size,
+            partitions,
+        );
+        let config = CoreConfig {
+            receiver_queue_size,
+            ..self.settings.core.clone()
+        };
+        let core = match ConsumerCore::new(config) {
             Ok(core) => core,
             Err(e) => {
                 // The same settings made the first subs: cannot happen.
@@ -521,13 +541,16 @@ impl Driver {
 
     /// Tells the handles which topics are read now.
     pub(super) fn publish_topics(&self) {
-        let names: Arc<[String]> = self
-            .subs
-            .iter()
-            .filter(|s| !s.removed)
-            .map(|s| s.name.to_string())
-            .collect();
-        self.topics.send_replace(names);
+        let mut topics = TopicsRead::default();
+        for sub in &self.subs {
+            let list = if sub.removed {
+                &mut topics.left
+            } else {
+                &mut topics.read
+            };
+            list.push(sub.name.to_string());
+        }
+        self.topics.send_replace(Arc::new(topics));
     }
 }
 

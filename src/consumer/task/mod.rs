@@ -8,6 +8,7 @@
 
 mod acks;
 mod attach;
+mod batch;
 mod chunked;
 mod command;
 mod deliver;
@@ -15,10 +16,12 @@ mod discover;
 mod driver;
 mod execute;
 mod forward;
+mod memory;
 mod resubscribe;
 
 pub(crate) use attach::expand;
-pub(crate) use command::{Activity, Command};
+pub(crate) use batch::AckOne;
+pub(crate) use command::{Activity, Command, TopicsRead};
 pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
