@@ -202,3 +202,57 @@ async fn a_pattern_consumer_on_a_broker_that_never_lists_topics_fails_with_a_typ
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_pattern_consumer_leaves_a_deleted_topic_and_joins_a_new_one() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite does not answer GET_TOPICS_OF_NAMESPACE and has no admin API to delete a topic",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("pattern deletion", async {
+        init_tracing();
+        let admin = admin_url();
+        // A namespace of its own, where a deleted topic stays deleted (no
+        // creation on lookup when the consumer's subscription is closed).
+        let unique = unique_topic("ns");
+        let local = unique.rsplit('/').next().expect("local name");
+        let namespace = format!("public/{local}");
+        admin::create_namespace(&admin, &namespace, 1).await;
+        admin::disable_auto_topic_creation(&admin, &namespace).await;
+        let topic = |name: &str| format!("persistent://{namespace}/{name}");
+        let (kept, deleted, created) = (topic("kept"), topic("deleted"), topic("created"));
+        admin::create_topic(&admin, &kept).await;
+        admin::create_topic(&admin, &deleted).await;
+        let client = client(&broker).await;
+        let mut consumer = client
+            .consumer_pattern(format!("persistent://{namespace}/.*"), "pat")
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            // Longer than the hang guard: the topic-list watcher tells.
+            .pattern_auto_discovery_period(Duration::from_secs(600))
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let read: BTreeSet<String> = consumer.topics().into_iter().collect();
+        assert_eq!(read, BTreeSet::from([kept.clone(), deleted.clone()]));
+        admin::delete_topic(&admin, &deleted).await;
+        // The watcher reports the deletion before this creation.
+        admin::create_topic(&admin, &created).await;
+        let p = client.producer(&created).create().await.expect("producer");
+        p.send("after")
+            .await
+            .expect("queued")
+            .await
+            .expect("stored");
+        let msg = consumer.receive().await.expect("message of the new topic");
+        assert_eq!(msg.topic(), created);
+        consumer.ack(&msg).await.expect("ack");
+        let read: BTreeSet<String> = consumer.topics().into_iter().collect();
+        assert_eq!(read, BTreeSet::from([kept, created]));
+        consumer.close().await.expect("close");
+    })
+    .await;
+}

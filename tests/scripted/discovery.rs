@@ -3,7 +3,9 @@
 //! partitioned; a shrink or an error ignored) for consumers and producers,
 //! and a pattern consumer polling GET_TOPICS_OF_NAMESPACE with the topics
 //! hash on a broker without topic-list watchers: a new topic joined from
-//! its first message, a deleted one left.
+//! its first message, a deleted one left; and on a broker with them, a
+//! WATCH_TOPIC_LIST set up at once, whose updates are acted on as they
+//! come, closed with the consumer.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -340,6 +342,148 @@ async fn a_pattern_the_broker_never_lists_fails_with_a_timeout_naming_the_reques
         // As pulsar-lite: no answer at all.
         let result = subscribing.await.expect("task");
         assert_listing_timed_out(result, PATTERN);
+    })
+    .await;
+}
+
+/// CONNECTED from a broker with topic-list watchers (Apache Pulsar 2.11+).
+fn connected_with_watchers() -> BaseCommand {
+    BaseCommand {
+        r#type: Type::Connected as i32,
+        connected: Some(Box::new(proto::CommandConnected {
+            server_version: "fake-broker".into(),
+            protocol_version: Some(21),
+            max_message_size: None,
+            feature_flags: Some(proto::FeatureFlags {
+                supports_topic_watchers: Some(true),
+                ..proto::FeatureFlags::default()
+            }),
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+fn watch_update(watcher: u64, new: &[&str], deleted: &[&str], hash: &str) -> BaseCommand {
+    let owned = |names: &[&str]| names.iter().map(|t| (*t).to_owned()).collect();
+    BaseCommand {
+        r#type: Type::WatchTopicUpdate as i32,
+        watch_topic_update: Some(Box::new(proto::CommandWatchTopicUpdate {
+            watcher_id: watcher,
+            new_topics: owned(new),
+            deleted_topics: owned(deleted),
+            topics_hash: hash.to_owned(),
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pattern_consumer_follows_the_brokers_topic_list_watcher() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("pattern watcher", async {
+        let net = net.clone();
+        let subscribing = tokio::spawn(async move {
+            client(&net)
+                .await
+                .consumer_pattern(PATTERN, "sub")
+                .subscription_type(SubscriptionType::Shared)
+                .pattern_auto_discovery_period(EVERY)
+                .auto_update_partitions(false)
+                .subscribe()
+                .await
+        });
+        let mut broker = svc.accept().await;
+        let connect = broker.expect(Type::Connect).await;
+        let flags = connect.command.connect.as_ref().expect("body");
+        let flags = flags.feature_flags.as_ref().expect("flags");
+        assert_eq!(flags.supports_topic_watchers, Some(true));
+        broker.send(connected_with_watchers()).await;
+        let request = expect_listing(&mut broker, None).await;
+        let a = full("pat-a");
+        broker.send(topics_answer(request, &[&a], "h1", true)).await;
+        metadata(&mut broker, &a, 0).await;
+        let first = attach_all(&mut broker, 1).await;
+        let (a_id, _) = first[&a];
+        let mut consumer = subscribing.await.expect("task").expect("subscribe");
+
+        // At once, a watcher for the pattern, with what the consumer knows.
+        let watch = broker.expect(Type::WatchTopicList).await;
+        let body = watch.command.watch_topic_list.as_ref().expect("body");
+        assert_eq!(body.namespace, "public/default");
+        assert_eq!(body.topics_pattern, PATTERN);
+        assert_eq!(body.topics_hash.as_deref(), Some("h1"));
+        let watcher = body.watcher_id;
+        let success = BaseCommand {
+            r#type: Type::WatchTopicListSuccess as i32,
+            watch_topic_list_success: Some(Box::new(proto::CommandWatchTopicListSuccess {
+                request_id: body.request_id,
+                watcher_id: watcher,
+                topic: vec![a.clone()],
+                topics_hash: "h1".into(),
+            })),
+            ..BaseCommand::default()
+        };
+        broker.send(success).await;
+
+        // Created: joined from its first message, before any listing is due.
+        let c = full("pat-c");
+        let other = full("other");
+        broker
+            .send(watch_update(watcher, &[&c, &other], &[], "h2"))
+            .await;
+        metadata(&mut broker, &c, 0).await;
+        let added = attach_all(&mut broker, 1).await;
+        assert_eq!(added.keys().collect::<Vec<_>>(), [&c]);
+        let (c_id, position) = added[&c];
+        assert_eq!(position, InitialPosition::Earliest as i32);
+
+        // Deleted: its subscription is closed.
+        broker.send(watch_update(watcher, &[], &[&a], "h3")).await;
+        let close = broker.expect(Type::CloseConsumer).await;
+        let body = close.command.close_consumer.as_ref().expect("body");
+        assert_eq!(body.consumer_id, a_id);
+        broker.send(answer::success(body.request_id)).await;
+
+        // The listing goes on beside the watcher, with the watcher's hash.
+        let request = expect_listing(&mut broker, Some("h3")).await;
+        broker.send(topics_answer(request, &[], "h3", false)).await;
+        assert_eq!(consumer.topics(), std::slice::from_ref(&c));
+
+        broker
+            .send_frame(message(c_id, 0, "from c", Checksum::Absent))
+            .await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.topic(), c);
+
+        // Closing the consumer closes the watcher too.
+        let close = consumer.close();
+        let script = async {
+            let mut watcher_closed = false;
+            let mut consumer_closed = false;
+            while !(watcher_closed && consumer_closed) {
+                let frame = broker.recv().await.expect("open");
+                match frame.command.r#type() {
+                    Type::CloseConsumer => {
+                        let body = frame.command.close_consumer.as_ref().expect("body");
+                        assert_eq!(body.consumer_id, c_id);
+                        consumer_closed = true;
+                        broker.send(answer::success(body.request_id)).await;
+                    }
+                    Type::WatchTopicListClose => {
+                        let body = frame.command.watch_topic_list_close.as_ref().expect("body");
+                        assert_eq!(body.watcher_id, watcher);
+                        watcher_closed = true;
+                        broker.send(answer::success(body.request_id)).await;
+                    }
+                    Type::Ack | Type::Flow => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        };
+        let (closed, ()) = tokio::join!(close, script);
+        closed.expect("close");
     })
     .await;
 }

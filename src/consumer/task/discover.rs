@@ -514,6 +514,12 @@ impl Driver {
         if gone.is_empty() {
             return;
         }
+        // A topic deleted under the consumer may have been given up already
+        // (its subscription could not be made again): that is no loss.
+        self.lost_reports.retain(|e| {
+            !matches!(e, ConsumerError::Lost { topic, .. }
+                if TopicName::parse(topic).is_ok_and(|t| gone.contains(&t.base())))
+        });
         for index in 0..self.subs.len() {
             let sub = &mut self.subs[index];
             if sub.removed || !gone.contains(&sub.topic.base()) {
