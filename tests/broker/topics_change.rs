@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+use pulsar_wire::consumer::{Consumer, InitialPosition, SubscriptionType};
 use pulsar_wire::{Client, MessageId};
 
 use crate::common::broker::{BrokerKind, TestBroker, client, skip_unless};
@@ -117,45 +117,16 @@ async fn a_pattern_consumer_receives_from_a_topic_created_after_it_subscribed() 
         let later = format!("{prefix}-later");
         let unrelated = format!("{prefix}x-other");
         // Exists before the consumer subscribes.
-        let p = client.producer(&first).create().await.expect("producer");
-        p.send("before")
-            .await
-            .expect("queued")
-            .await
-            .expect("stored");
+        send_one(&client, &first, "before").await;
         let pattern = format!("{}-.*", regex_escape(&prefix));
-        let mut consumer = client
-            .consumer_pattern(&pattern, "pat")
-            .subscription_type(SubscriptionType::Shared)
-            .initial_position(InitialPosition::Earliest)
-            // Longer than the hang guard: only the broker's topic-list
-            // watcher can tell of the new topic in time.
-            .pattern_auto_discovery_period(Duration::from_secs(600))
-            .subscribe()
-            .await
-            .expect("subscribe");
+        let mut consumer = watching_consumer(&client, &pattern).await;
         assert_eq!(consumer.topics(), std::slice::from_ref(&first));
         let msg = consumer.receive().await.expect("first");
         assert_eq!(msg.topic(), first);
         consumer.ack(&msg).await.expect("ack");
         // Created after subscribing: joined from its first message.
-        let q = client.producer(&later).create().await.expect("producer");
-        q.send("after")
-            .await
-            .expect("queued")
-            .await
-            .expect("stored");
-        let other = client
-            .producer(&unrelated)
-            .create()
-            .await
-            .expect("producer");
-        other
-            .send("not mine")
-            .await
-            .expect("queued")
-            .await
-            .expect("stored");
+        send_one(&client, &later, "after").await;
+        send_one(&client, &unrelated, "not mine").await;
         let msg = consumer.receive().await.expect("later");
         assert_eq!(msg.topic(), later);
         assert_eq!(msg.payload().as_ref(), b"after");
@@ -165,6 +136,27 @@ async fn a_pattern_consumer_receives_from_a_topic_created_after_it_subscribed() 
         consumer.close().await.expect("close");
     })
     .await;
+}
+
+/// A Shared pattern consumer of `pattern` from the earliest message, whose
+/// listing is due after the hang guard: only the broker's topic-list
+/// watcher can tell it of topics created or deleted in time.
+async fn watching_consumer(client: &Client, pattern: &str) -> Consumer {
+    client
+        .consumer_pattern(pattern, "pat")
+        .subscription_type(SubscriptionType::Shared)
+        .initial_position(InitialPosition::Earliest)
+        .pattern_auto_discovery_period(Duration::from_secs(600))
+        .subscribe()
+        .await
+        .expect("subscribe")
+}
+
+/// Sends `payload` to `topic` and waits until it is stored.
+async fn send_one(client: &Client, topic: &str, payload: &str) {
+    let producer = client.producer(topic).create().await.expect("producer");
+    let receipt = producer.send(payload.to_owned()).await.expect("queued");
+    receipt.await.expect("stored");
 }
 
 /// `name` with the regex metacharacters a topic name can hold escaped.
@@ -227,26 +219,14 @@ async fn a_pattern_consumer_leaves_a_deleted_topic_and_joins_a_new_one() {
         admin::create_topic(&admin, &kept).await;
         admin::create_topic(&admin, &deleted).await;
         let client = client(&broker).await;
-        let mut consumer = client
-            .consumer_pattern(format!("persistent://{namespace}/.*"), "pat")
-            .subscription_type(SubscriptionType::Shared)
-            .initial_position(InitialPosition::Earliest)
-            // Longer than the hang guard: the topic-list watcher tells.
-            .pattern_auto_discovery_period(Duration::from_secs(600))
-            .subscribe()
-            .await
-            .expect("subscribe");
+        let pattern = format!("persistent://{namespace}/.*");
+        let mut consumer = watching_consumer(&client, &pattern).await;
         let read: BTreeSet<String> = consumer.topics().into_iter().collect();
         assert_eq!(read, BTreeSet::from([kept.clone(), deleted.clone()]));
         admin::delete_topic(&admin, &deleted).await;
         // The watcher reports the deletion before this creation.
         admin::create_topic(&admin, &created).await;
-        let p = client.producer(&created).create().await.expect("producer");
-        p.send("after")
-            .await
-            .expect("queued")
-            .await
-            .expect("stored");
+        send_one(&client, &created, "after").await;
         let msg = consumer.receive().await.expect("message of the new topic");
         assert_eq!(msg.topic(), created);
         consumer.ack(&msg).await.expect("ack");

@@ -250,6 +250,24 @@ async fn expect_listing(broker: &mut FakeBroker, hash: Option<&str>) -> u64 {
     body.request_id
 }
 
+/// Subscribes a Shared pattern consumer of [`PATTERN`], listing every
+/// [`EVERY`], in the background.
+fn subscribe_pattern(
+    net: &FakeNetwork,
+) -> tokio::task::JoinHandle<Result<Consumer, pulsar_wire::ConsumerError>> {
+    let net = net.clone();
+    tokio::spawn(async move {
+        client(&net)
+            .await
+            .consumer_pattern(PATTERN, "sub")
+            .subscription_type(SubscriptionType::Shared)
+            .pattern_auto_discovery_period(EVERY)
+            .auto_update_partitions(false)
+            .subscribe()
+            .await
+    })
+}
+
 fn full(local: &str) -> String {
     format!("persistent://public/default/{local}")
 }
@@ -260,17 +278,7 @@ async fn a_pattern_consumer_polls_joins_new_topics_and_leaves_deleted_ones() {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     guard("pattern polling", async {
-        let net = net.clone();
-        let subscribing = tokio::spawn(async move {
-            client(&net)
-                .await
-                .consumer_pattern(PATTERN, "sub")
-                .subscription_type(SubscriptionType::Shared)
-                .pattern_auto_discovery_period(EVERY)
-                .auto_update_partitions(false)
-                .subscribe()
-                .await
-        });
+        let subscribing = subscribe_pattern(&net);
         let mut broker = svc.accept().await;
         // No feature flags: no topic-list watchers, so the consumer polls.
         broker.handshake().await;
@@ -383,17 +391,7 @@ async fn a_pattern_consumer_follows_the_brokers_topic_list_watcher() {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     guard("pattern watcher", async {
-        let net = net.clone();
-        let subscribing = tokio::spawn(async move {
-            client(&net)
-                .await
-                .consumer_pattern(PATTERN, "sub")
-                .subscription_type(SubscriptionType::Shared)
-                .pattern_auto_discovery_period(EVERY)
-                .auto_update_partitions(false)
-                .subscribe()
-                .await
-        });
+        let subscribing = subscribe_pattern(&net);
         let mut broker = svc.accept().await;
         let connect = broker.expect(Type::Connect).await;
         let flags = connect.command.connect.as_ref().expect("body");
