@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use pulsar_wire::consumer::Message;
 use pulsar_wire::consumer::{Consumer, InitialPosition, SubscriptionType};
 use pulsar_wire::{Client, MessageId};
 
@@ -53,44 +54,34 @@ async fn a_topic_grown_from_two_to_four_partitions_is_produced_to_and_consumed_w
             .await
             .expect("producer");
         assert_eq!(producer.partitions(), 2);
+        // Each message is consumed as it comes, while producing goes on:
+        // every one exactly once.
         let mut sent = BTreeSet::new();
-        let send = |i: usize| {
-            let producer = producer.clone();
-            async move {
-                producer
-                    .send(format!("m{i}"))
-                    .await
-                    .expect("queued")
-                    .await
-                    .expect("stored")
-            }
-        };
-        for i in 0..20 {
-            sent.insert(send(i).await);
-        }
-        admin::update_partitioned_topic(&admin_url(), &topic, 4).await;
-        // Producing goes on while the producer notices the new partitions;
-        // every message sent is counted.
-        let mut i = 20;
-        while producer.partitions() < 4 {
-            sent.insert(send(i).await);
-            i += 1;
-        }
-        for _ in 0..40 {
-            sent.insert(send(i).await);
-            i += 1;
-        }
-        let on_new: usize = sent.iter().filter(|id| id.partition >= 2).count();
-        assert!(
-            on_new >= 20,
-            "round-robin reaches the new partitions: {on_new}"
-        );
         let mut received: BTreeSet<MessageId> = BTreeSet::new();
+        let mut i = 0;
+        loop {
+            let receipt = producer.send(format!("m{i}")).await.expect("queued");
+            sent.insert(receipt.await.expect("stored"));
+            i += 1;
+            while let Some(msg) = consumer.try_receive().await.expect("receive") {
+                once(&mut received, &msg);
+                consumer.ack(&msg).await.expect("ack");
+            }
+            if i == 20 {
+                admin::update_partitioned_topic(&admin_url(), &topic, 4).await;
+            }
+            // Producing goes on until the producer noticed the new
+            // partitions and 20 messages went to them.
+            if producer.partitions() == 4
+                && sent.iter().filter(|id| id.partition >= 2).count() >= 20
+            {
+                break;
+            }
+        }
         while received.len() < sent.len() {
             let msg = consumer.receive().await.expect("message");
-            assert!(sent.contains(&msg.id()), "{} was never sent", msg.id());
+            once(&mut received, &msg);
             consumer.ack(&msg).await.expect("ack");
-            received.insert(msg.id());
         }
         assert_eq!(received, sent);
         assert_eq!(consumer.topics().len(), 4, "{:?}", consumer.topics());
@@ -157,6 +148,11 @@ async fn send_one(client: &Client, topic: &str, payload: &str) {
     let producer = client.producer(topic).create().await.expect("producer");
     let receipt = producer.send(payload.to_owned()).await.expect("queued");
     receipt.await.expect("stored");
+}
+
+/// Records `msg` as received, failing if it came before.
+fn once(received: &mut BTreeSet<MessageId>, msg: &Message) {
+    assert!(received.insert(msg.id()), "{} came twice", msg.id());
 }
 
 /// `name` with the regex metacharacters a topic name can hold escaped.
