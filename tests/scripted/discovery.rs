@@ -18,7 +18,9 @@ use pulsar_wire::proto::command_subscribe::InitialPosition;
 use pulsar_wire::proto::{self, BaseCommand, ServerError};
 use pulsar_wire::wire::Checksum;
 
-use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id, topic_of};
+use crate::common::fake_broker::{
+    FakeBroker, FakeListener, FakeNetwork, answer, request_id, topic_of,
+};
 use crate::common::{assert_listing_timed_out, guard, guard_for, init_tracing};
 use crate::consume::{message, scripted_client as client};
 use crate::produce::producer_success;
@@ -385,45 +387,57 @@ fn watch_update(watcher: u64, new: &[&str], deleted: &[&str], hash: &str) -> Bas
     }
 }
 
+/// WATCH_TOPIC_LIST_SUCCESS for watch request `watch`: `topics`, `hash`.
+fn watching(watch: &proto::CommandWatchTopicList, topics: &[&str], hash: &str) -> BaseCommand {
+    BaseCommand {
+        r#type: Type::WatchTopicListSuccess as i32,
+        watch_topic_list_success: Some(Box::new(proto::CommandWatchTopicListSuccess {
+            request_id: watch.request_id,
+            watcher_id: watch.watcher_id,
+            topic: topics.iter().map(|t| (*t).to_owned()).collect(),
+            topics_hash: hash.to_owned(),
+        })),
+        ..BaseCommand::default()
+    }
+}
+
+/// A pattern consumer reading `pat-a` on a broker with topic-list
+/// watchers, its watcher set; returns the consumer, the broker, `pat-a`'s
+/// consumer id and the watcher id.
+async fn watched(net: &FakeNetwork, svc: &mut FakeListener) -> (Consumer, FakeBroker, u64, u64) {
+    let subscribing = subscribe_pattern(net);
+    let mut broker = svc.accept().await;
+    let connect = broker.expect(Type::Connect).await;
+    let flags = connect.command.connect.as_ref().expect("body");
+    let flags = flags.feature_flags.as_ref().expect("flags");
+    assert_eq!(flags.supports_topic_watchers, Some(true));
+    broker.send(connected_with_watchers()).await;
+    let request = expect_listing(&mut broker, None).await;
+    let a = full("pat-a");
+    broker.send(topics_answer(request, &[&a], "h1", true)).await;
+    metadata(&mut broker, &a, 0).await;
+    let first = attach_all(&mut broker, 1).await;
+    let (a_id, _) = first[&a];
+    let consumer = subscribing.await.expect("task").expect("subscribe");
+
+    // At once, a watcher for the pattern, with what the consumer knows.
+    let watch = broker.expect(Type::WatchTopicList).await;
+    let body = watch.command.watch_topic_list.as_ref().expect("body");
+    assert_eq!(body.namespace, "public/default");
+    assert_eq!(body.topics_pattern, PATTERN);
+    assert_eq!(body.topics_hash.as_deref(), Some("h1"));
+    broker.send(watching(body, &[&a], "h1")).await;
+    (consumer, broker, a_id, body.watcher_id)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_pattern_consumer_follows_the_brokers_topic_list_watcher() {
     let net = FakeNetwork::new();
     init_tracing();
     let mut svc = net.listen(SERVICE);
     guard("pattern watcher", async {
-        let subscribing = subscribe_pattern(&net);
-        let mut broker = svc.accept().await;
-        let connect = broker.expect(Type::Connect).await;
-        let flags = connect.command.connect.as_ref().expect("body");
-        let flags = flags.feature_flags.as_ref().expect("flags");
-        assert_eq!(flags.supports_topic_watchers, Some(true));
-        broker.send(connected_with_watchers()).await;
-        let request = expect_listing(&mut broker, None).await;
+        let (mut consumer, mut broker, a_id, watcher) = watched(&net, &mut svc).await;
         let a = full("pat-a");
-        broker.send(topics_answer(request, &[&a], "h1", true)).await;
-        metadata(&mut broker, &a, 0).await;
-        let first = attach_all(&mut broker, 1).await;
-        let (a_id, _) = first[&a];
-        let mut consumer = subscribing.await.expect("task").expect("subscribe");
-
-        // At once, a watcher for the pattern, with what the consumer knows.
-        let watch = broker.expect(Type::WatchTopicList).await;
-        let body = watch.command.watch_topic_list.as_ref().expect("body");
-        assert_eq!(body.namespace, "public/default");
-        assert_eq!(body.topics_pattern, PATTERN);
-        assert_eq!(body.topics_hash.as_deref(), Some("h1"));
-        let watcher = body.watcher_id;
-        let success = BaseCommand {
-            r#type: Type::WatchTopicListSuccess as i32,
-            watch_topic_list_success: Some(Box::new(proto::CommandWatchTopicListSuccess {
-                request_id: body.request_id,
-                watcher_id: watcher,
-                topic: vec![a.clone()],
-                topics_hash: "h1".into(),
-            })),
-            ..BaseCommand::default()
-        };
-        broker.send(success).await;
 
         // Created: joined from its first message, before any listing is due.
         let c = full("pat-c");
@@ -482,6 +496,65 @@ async fn a_pattern_consumer_follows_the_brokers_topic_list_watcher() {
         };
         let (closed, ()) = tokio::join!(close, script);
         closed.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_watcher_is_set_again_at_once_and_catches_up_with_its_hash() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("watcher lost", async {
+        let (mut consumer, broker, _, _) = watched(&net, &mut svc).await;
+        let (a, c) = (full("pat-a"), full("pat-c"));
+        // The connection dies; pat-c is created while no watcher runs.
+        drop(broker);
+        let lost_at = tokio::time::Instant::now();
+        let mut broker = svc.accept().await;
+        broker.expect(Type::Connect).await;
+        broker.send(connected_with_watchers()).await;
+        // In any order: pat-a subscribed again, the watcher set again with
+        // the last hash (its answer lists pat-c), pat-c joined.
+        let mut watched_again = false;
+        let mut subscribed = BTreeMap::new();
+        let mut flows = 0;
+        while !(watched_again && flows == 2) {
+            let frame = broker.recv().await.expect("open");
+            match frame.command.r#type() {
+                Type::Lookup => answer_lookup(&mut broker, request_id(&frame)).await,
+                Type::WatchTopicList => {
+                    let body = frame.command.watch_topic_list.as_ref().expect("body");
+                    assert_eq!(body.topics_hash.as_deref(), Some("h1"));
+                    // Not at the next check (paused clock): at once.
+                    assert!(lost_at.elapsed() < EVERY, "{:?}", lost_at.elapsed());
+                    broker.send(watching(body, &[&a, &c], "h2")).await;
+                    watched_again = true;
+                }
+                Type::PartitionedMetadata => {
+                    assert_eq!(topic_of(&frame), c);
+                    broker.send(answer::partitions(request_id(&frame), 0)).await;
+                }
+                Type::Subscribe => {
+                    let body = frame.command.subscribe.as_ref().expect("body");
+                    subscribed.insert(body.topic.clone(), body.consumer_id);
+                    broker.send(answer::success(body.request_id)).await;
+                }
+                Type::Flow => flows += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(subscribed.keys().collect::<Vec<_>>(), [&a, &c]);
+        broker
+            .send_frame(message(
+                subscribed[&c],
+                0,
+                "made meanwhile",
+                Checksum::Absent,
+            ))
+            .await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.topic(), c);
     })
     .await;
 }

@@ -351,9 +351,12 @@ impl Driver {
                 self.remove_topics(&gone);
             }
             Signal::Watch(TopicListEvent::ConnectionLost(e)) => {
-                debug!(error = %e, "topic list watcher lost; watching again at the next check");
+                debug!(error = %e, "topic list watcher lost; watching again");
                 self.discovery.watcher = None;
                 self.discovery.watch_events = None;
+                // At once, with the last hash: what changed meanwhile comes
+                // with the answer. If that fails, at the next check.
+                self.discovery.next_listing = Some(clock::now());
             }
         }
         let d = &mut self.discovery;
