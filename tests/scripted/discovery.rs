@@ -558,3 +558,34 @@ async fn a_lost_watcher_is_set_again_at_once_and_catches_up_with_its_hash() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_listing_overtaken_by_a_watcher_update_is_stale_and_ignored() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("stale listing", async {
+        let (mut consumer, mut broker, _, watcher) = watched(&net, &mut svc).await;
+        let (a, c) = (full("pat-a"), full("pat-c"));
+        // The periodic listing is asked; the watcher reports pat-c before
+        // its answer, which was made before pat-c existed.
+        let request = expect_listing(&mut broker, Some("h1")).await;
+        broker.send(watch_update(watcher, &[&c], &[], "h2")).await;
+        broker.send(topics_answer(request, &[&a], "h1", true)).await;
+        // pat-c is joined all the same, and the next listing asks with the
+        // watcher's hash.
+        metadata(&mut broker, &c, 0).await;
+        let added = attach_all(&mut broker, 1).await;
+        let (c_id, _) = added[&c];
+        let request = expect_listing(&mut broker, Some("h2")).await;
+        broker.send(topics_answer(request, &[], "h2", false)).await;
+        broker
+            .send_frame(message(c_id, 0, "c", Checksum::Absent))
+            .await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.topic(), c);
+        let read: std::collections::BTreeSet<String> = consumer.topics().into_iter().collect();
+        assert_eq!(read, [a, c].into_iter().collect());
+    })
+    .await;
+}

@@ -54,7 +54,11 @@ pub(super) struct Watching {
 
 /// What a background job found.
 pub(super) enum Found {
-    Listing(Result<TopicListing, ClientError>),
+    /// A listing, asked when the consumer's list was at `version`.
+    Listing {
+        version: u64,
+        listing: Result<TopicListing, ClientError>,
+    },
     /// `Ok(None)`: the broker has no topic-list watchers.
     Watching(Result<Option<Watching>, ClientError>),
     Subscribed {
@@ -77,6 +81,9 @@ pub(super) struct Discovery {
     listed: BTreeSet<String>,
     hash: Option<String>,
     matched: BTreeSet<TopicName>,
+    /// Counts the changes to `listed`: a listing asked before the last
+    /// change (a watcher's update came meanwhile) is stale.
+    version: u64,
     /// Topics to subscribe at the next chance, and after a failure at the
     /// next check.
     waiting: BTreeSet<TopicName>,
@@ -114,6 +121,7 @@ impl Discovery {
             listed: BTreeSet::new(),
             hash: None,
             matched: BTreeSet::new(),
+            version: 0,
             waiting: BTreeSet::new(),
             retry: BTreeSet::new(),
             next_partitions: None,
@@ -183,15 +191,12 @@ impl Discovery {
     pub(super) fn shut(&mut self) {
         self.watch_events = None;
         self.rx.close();
+        // Found but not taken: nothing may stay behind on the broker.
+        while let Ok(found) = self.rx.try_recv() {
+            tokio::spawn(discard(found));
+        }
         if let Some((conn, id)) = self.watcher.take() {
-            tokio::spawn(async move {
-                let _ = conn
-                    .request("WATCH_TOPIC_LIST_CLOSE", |r| {
-                        commands::watch_topic_list_close(id, r)
-                    })
-                    .await;
-                conn.unregister_watcher(id).await;
-            });
+            tokio::spawn(close_watcher(conn, id));
         }
     }
 
@@ -213,6 +218,7 @@ impl Discovery {
         self.matched = matched;
         self.listed = names;
         self.hash = hash;
+        self.version += 1;
         gone
     }
 }
@@ -227,10 +233,11 @@ impl Driver {
         if let (Some(at), Some((pattern, every))) = (d.next_listing, &d.settings.pattern) {
             if at <= now {
                 d.next_listing = Some(clock::after(now, *every));
-                let (client, pattern, hash) = (
+                let (client, pattern, hash, version) = (
                     self.settings.client.clone(),
                     pattern.clone(),
                     d.hash.clone(),
+                    d.version,
                 );
                 let watch = d.watcher.is_none()
                     && !d.no_watchers
@@ -245,7 +252,10 @@ impl Driver {
                             Some(&pattern.wire),
                             hash.as_deref(),
                         );
-                        Found::Listing(listing.await)
+                        Found::Listing {
+                            version,
+                            listing: listing.await,
+                        }
                     }
                 });
                 return;
@@ -269,14 +279,8 @@ impl Driver {
         self.discovery.busy = true;
         let tx = self.discovery.tx.clone();
         tokio::spawn(async move {
-            if let Err(mpsc::error::SendError(Found::Subscribed { added, .. })) = tx.send(job.await)
-            {
-                // The consumer is gone: nothing may stay behind on the broker.
-                for (_, attached) in added {
-                    if let Ok((conn, id, _)) = attached {
-                        close_orphan(&conn, id).await;
-                    }
-                }
+            if let Err(mpsc::error::SendError(found)) = tx.send(job.await) {
+                discard(found).await;
             }
         });
     }
@@ -368,7 +372,13 @@ impl Driver {
 
     async fn on_found(&mut self, found: Found) {
         match found {
-            Found::Listing(Ok(listing)) => {
+            Found::Listing { version, .. } if version != self.discovery.version => {
+                debug!("a topic list update came while listing; the listing is stale");
+            }
+            Found::Listing {
+                listing: Ok(listing),
+                ..
+            } => {
                 if listing.changed {
                     let gone = self
                         .discovery
@@ -379,7 +389,9 @@ impl Driver {
                     self.discovery.waiting.extend(retry);
                 }
             }
-            Found::Listing(Err(e)) => {
+            Found::Listing {
+                listing: Err(e), ..
+            } => {
                 warn!(error = %e, "listing the topics of the pattern failed; trying again at the next check");
             }
             Found::Watching(Ok(Some(w))) => {
@@ -571,6 +583,34 @@ impl Settings {
         options.initial_position = super::super::subscribe::InitialPosition::Earliest;
         options.start_message_id = options.start_message_id.map(|_| MessageId::EARLIEST);
         options
+    }
+}
+
+/// Closes watcher `id` on `conn` and stops routing its updates.
+async fn close_watcher(conn: Connection, id: WatcherId) {
+    let _ = conn
+        .request("WATCH_TOPIC_LIST_CLOSE", |r| {
+            commands::watch_topic_list_close(id, r)
+        })
+        .await;
+    conn.unregister_watcher(id).await;
+}
+
+/// Undoes what a finding nobody takes set up on the broker (the consumer
+/// is gone): closes the consumers it subscribed and its watcher.
+async fn discard(found: Found) {
+    match found {
+        Found::Subscribed { added, .. } => {
+            for (_, attached) in added {
+                if let Ok((conn, id, _)) = attached {
+                    close_orphan(&conn, id).await;
+                }
+            }
+        }
+        Found::Watching(Ok(Some(w))) => {
+            close_watcher(w.conn, w.id).await;
+        }
+        Found::Listing { .. } | Found::Watching(_) => {}
     }
 }
 
