@@ -589,3 +589,38 @@ async fn a_listing_overtaken_by_a_watcher_update_is_stale_and_ignored() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pattern_that_matches_nothing_yet_waits_for_its_first_topic() {
+    let net = FakeNetwork::new();
+    init_tracing();
+    let mut svc = net.listen(SERVICE);
+    guard("pattern empty at first", async {
+        let subscribing = subscribe_pattern(&net);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        let request = expect_listing(&mut broker, None).await;
+        broker.send(topics_answer(request, &[], "h0", true)).await;
+        let mut consumer = subscribing.await.expect("task").expect("subscribe");
+        assert!(consumer.topics().is_empty());
+        // No watchers: the next listing is asked at once, then every EVERY.
+        let receiving = tokio::spawn(async move {
+            let msg = consumer.receive().await;
+            (consumer, msg)
+        });
+        let request = expect_listing(&mut broker, Some("h0")).await;
+        broker.send(topics_answer(request, &[], "h0", false)).await;
+        let request = expect_listing(&mut broker, Some("h0")).await;
+        let a = full("pat-a");
+        broker.send(topics_answer(request, &[&a], "h1", true)).await;
+        metadata(&mut broker, &a, 0).await;
+        let added = attach_all(&mut broker, 1).await;
+        broker
+            .send_frame(message(added[&a].0, 0, "first", Checksum::Absent))
+            .await;
+        let (consumer, msg) = receiving.await.expect("task");
+        assert_eq!(msg.expect("message").topic(), a);
+        assert_eq!(consumer.topics(), std::slice::from_ref(&a));
+    })
+    .await;
+}
