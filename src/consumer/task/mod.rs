@@ -14,6 +14,7 @@ mod deliver;
 mod driver;
 mod execute;
 mod forward;
+mod observe;
 mod resubscribe;
 
 pub(crate) use attach::expand;
@@ -47,6 +48,8 @@ use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::connection::{Connection, ConsumerEvent, Response};
 use crate::ids::ConsumerId;
+use crate::interceptor::{Chain, ConsumerInterceptor};
 use crate::message_id::MessageId;
 use crate::proto::command_ack::AckType;
+use crate::stats::ConsumerRecorder;
 use crate::wire::commands::{self, SeekTarget};
