@@ -1,9 +1,11 @@
 //! [`ConsumerBuilder`]: a consumer's settings, checked in the final
 //! [`subscribe`](ConsumerBuilder::subscribe).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, TopicName};
+use crate::interceptor::ConsumerInterceptor;
 
 use super::batch_receive::BatchReceivePolicy;
 use super::core::chunks::ChunkLimits;
@@ -81,6 +83,8 @@ pub struct ConsumerBuilder {
     pub(crate) pattern_every: Duration,
     /// How often partitioned topics are checked for new partitions (`None`: never).
     pub(crate) partitions_every: Option<Duration>,
+    /// Told of every message handed out and of the answers to it.
+    pub(crate) interceptors: Vec<Arc<dyn ConsumerInterceptor>>,
 }
 
 impl ConsumerBuilder {
@@ -106,6 +110,7 @@ impl ConsumerBuilder {
             pattern_mode: RegexSubscriptionMode::default(),
             pattern_every: DEFAULT_CHECK_INTERVAL,
             partitions_every: Some(DEFAULT_CHECK_INTERVAL),
+            interceptors: Vec::new(),
         }
     }
 
@@ -145,6 +150,15 @@ impl ConsumerBuilder {
         if self.partitions_every.is_some() {
             self.partitions_every = Some(interval);
         }
+        self
+    }
+
+    /// Adds `interceptor`: it sees every message before the application
+    /// gets it, and every ack, nack and ack timeout (see
+    /// [`ConsumerInterceptor`]). Several are called in the order added.
+    /// None by default.
+    pub fn interceptor(mut self, interceptor: impl ConsumerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
         self
     }
 

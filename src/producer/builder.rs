@@ -11,6 +11,8 @@ use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routi
 use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::compression::Compression;
+use crate::interceptor::{Chain, ProducerInterceptor};
+use crate::stats::ProducerRecorder;
 
 /// How often a partitioned topic is checked for new partitions by default.
 const DEFAULT_PARTITIONS_CHECK: Duration = Duration::from_secs(60);
@@ -72,6 +74,7 @@ impl Client {
             batching_set: false,
             chunking: false,
             partitions_every: Some(DEFAULT_PARTITIONS_CHECK),
+            interceptors: Vec::new(),
         }
     }
 }
@@ -119,6 +122,7 @@ pub struct ProducerBuilder {
     chunking: bool,
     /// How often a partitioned topic is checked for new partitions (`None`: never).
     partitions_every: Option<Duration>,
+    interceptors: Vec<Arc<dyn ProducerInterceptor>>,
 }
 
 impl ProducerBuilder {
@@ -240,6 +244,14 @@ impl ProducerBuilder {
         self
     }
 
+    /// Adds `interceptor`: it sees every message before it is queued and
+    /// every send's outcome (see [`ProducerInterceptor`]). Several are
+    /// called in the order added. None by default.
+    pub fn interceptor(mut self, interceptor: impl ProducerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
     /// Checks the settings, then creates the producer (one per partition of
     /// a partitioned topic) on the brokers that own the topic.
     ///
@@ -265,12 +277,16 @@ impl ProducerBuilder {
             enabled: self.batch.enabled && !self.chunking,
             ..self.batch
         };
+        let stats = ProducerRecorder::for_producer(&self.client, topic.as_str());
+        let interceptors = Chain::new(self.interceptors.clone());
         let settings = Settings {
             batch,
             chunking: self.chunking,
             send_timeout: self.send_timeout,
             max_pending_messages: self.max_pending_messages,
             when_full: self.when_full,
+            stats: stats.clone(),
+            interceptors: interceptors.clone(),
         };
         let targets: Vec<(TopicName, i32)> = if partitions == 0 {
             vec![(topic.clone(), -1)]
@@ -314,6 +330,7 @@ impl ProducerBuilder {
             lanes,
             router,
             (memory.clone(), limit, self.when_full),
+            (stats, interceptors),
         );
         if let Some(follow) = follow {
             tokio::spawn(partitions::follow(Arc::downgrade(&producer.inner), follow));
