@@ -27,12 +27,12 @@ pub enum ConsumerError {
     InvalidTopic(#[from] InvalidTopicName),
     /// A topics pattern that is not a regular expression this client
     /// understands, or that names no namespace.
-    #[error("invalid topics pattern {pattern:?}: {reason}")]
+    #[error("invalid topics pattern {pattern:?}: {problem}")]
     InvalidPattern {
         /// The pattern, as given.
         pattern: String,
         /// What is wrong with it.
-        reason: String,
+        problem: super::pattern::PatternProblem,
     },
     /// A check interval (partitions, topics pattern) must be longer than zero.
     #[error("{option} must be longer than zero")]

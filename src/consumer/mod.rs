@@ -56,7 +56,7 @@ pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadab
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
-pub use pattern::RegexSubscriptionMode;
+pub use pattern::{PatternProblem, RegexSubscriptionMode};
 pub use reader::{Reader, ReaderBuilder};
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};

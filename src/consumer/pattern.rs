@@ -48,6 +48,24 @@ impl RegexSubscriptionMode {
     }
 }
 
+/// What is wrong with a topics pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatternProblem {
+    /// The domain before `://` is neither `persistent` nor `non-persistent`.
+    #[error("domain {0:?} is neither persistent nor non-persistent")]
+    Domain(String),
+    /// Neither `<regex>` nor `<tenant>/<namespace>/<regex>`.
+    #[error("a pattern is <regex> or <tenant>/<namespace>/<regex>")]
+    Shape,
+    /// The tenant or namespace (given) is itself a pattern, or empty.
+    #[error("the tenant and namespace ({0}) must be plain names, not patterns")]
+    Namespace(String),
+    /// The regular expression does not compile (the compiler's message).
+    #[error("not a regular expression this client understands: {0}")]
+    Regex(String),
+}
+
 /// A parsed topics pattern.
 #[derive(Debug, Clone)]
 pub(crate) struct TopicsPattern {
@@ -70,26 +88,22 @@ impl TopicsPattern {
     /// not compile, or a pattern whose tenant or namespace is itself a
     /// pattern or missing.
     pub(crate) fn parse(pattern: &str, mode: RegexSubscriptionMode) -> Result<Self, ConsumerError> {
-        let invalid = |reason: String| ConsumerError::InvalidPattern {
+        let invalid = |problem: PatternProblem| ConsumerError::InvalidPattern {
             pattern: pattern.to_owned(),
-            reason,
+            problem,
         };
         let (domain, rest) = match pattern.split_once("://") {
             Some((domain, rest)) => (domain, rest),
             None => ("persistent", pattern),
         };
         if domain != "persistent" && domain != "non-persistent" {
-            return Err(invalid(format!(
-                "domain {domain:?} is neither persistent nor non-persistent"
-            )));
+            return Err(invalid(PatternProblem::Domain(domain.to_owned())));
         }
         let path = match rest.split('/').count() {
             1 => format!("public/default/{rest}"),
             n if n >= 3 => rest.to_owned(),
             _ => {
-                return Err(invalid(
-                    "a pattern is <regex> or <tenant>/<namespace>/<regex>".into(),
-                ));
+                return Err(invalid(PatternProblem::Shape));
             }
         };
         let mut parts = path.splitn(3, '/');
@@ -100,12 +114,10 @@ impl TopicsPattern {
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '=' | ':' | '.'))
         };
         if !plain(tenant) || !plain(ns) {
-            return Err(invalid(format!(
-                "the tenant and namespace ({tenant}/{ns}) must be plain names, not patterns"
-            )));
+            return Err(invalid(PatternProblem::Namespace(format!("{tenant}/{ns}"))));
         }
-        let regex =
-            regex_lite::Regex::new(&format!("^(?:{path})$")).map_err(|e| invalid(e.to_string()))?;
+        let regex = regex_lite::Regex::new(&format!("^(?:{path})$"))
+            .map_err(|e| invalid(PatternProblem::Regex(e.to_string())))?;
         Ok(Self {
             given: pattern.to_owned(),
             namespace: format!("{tenant}/{ns}"),
@@ -176,18 +188,30 @@ mod tests {
 
     #[test]
     fn bad_patterns_are_typed_errors() {
-        for bad in [
-            "persistent://public/default/orders-(",
-            "acme/.*/orders",
-            "a/b",
-            "kafka://public/default/x",
-            "persistent://public/default/(?=x)y",
-        ] {
+        // `None`: a regular expression that does not compile.
+        let cases = [
+            ("persistent://public/default/orders-(", None),
+            (
+                "acme/.*/orders",
+                Some(PatternProblem::Namespace("acme/.*".into())),
+            ),
+            ("a/b", Some(PatternProblem::Shape)),
+            (
+                "kafka://public/default/x",
+                Some(PatternProblem::Domain("kafka".into())),
+            ),
+            ("persistent://public/default/(?=x)y", None),
+        ];
+        for (bad, expected) in cases {
             let e = TopicsPattern::parse(bad, RegexSubscriptionMode::default()).expect_err(bad);
-            assert!(
-                matches!(&e, ConsumerError::InvalidPattern { pattern, .. } if pattern == bad),
-                "{e:?}"
-            );
+            let ConsumerError::InvalidPattern { pattern, problem } = &e else {
+                panic!("{e:?}");
+            };
+            assert_eq!(pattern, bad);
+            match &expected {
+                Some(expected) => assert_eq!(problem, expected),
+                None => assert!(matches!(problem, PatternProblem::Regex(_)), "{problem:?}"),
+            }
         }
     }
 
