@@ -8,16 +8,16 @@
 //! what needs the registry runs on Apache Pulsar only.
 
 use bytes::Bytes;
-use pulsar_wire::consumer::{ConsumerError, InitialPosition, SubscriptionType};
+use pulsar_wire::consumer::{ConsumerError, InitialPosition};
 use pulsar_wire::producer::{ProducerError, ProducerMessage};
 use pulsar_wire::schema::{
     AutoConsume, AutoPublish, Avro, GenericValue, Json, KeyValue, KeyValueEncoding, Primitive,
-    Schema, SchemaError, SchemaType, StringSchema, TypedConsumer, TypedProducer,
+    Schema, SchemaError, SchemaType, StringSchema,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::common::broker::{BrokerKind, TestBroker, client, skip_unless};
-use crate::common::{guard, unique_topic};
+use crate::common::{guard, stored, typed_from_start, unique_topic};
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 struct Order {
@@ -29,15 +29,17 @@ struct Order {
 const ORDER: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"},{"name":"note","type":["null","string"],"default":null}]}"#;
 
 /// The order with one more field, a default for readers of the old one.
+/// It comes second, so a reader that ignored the writer's version would
+/// read its bytes as the start of `item`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 struct OrderV2 {
     id: i64,
+    quantity: i32,
     item: String,
     note: Option<String>,
-    quantity: i32,
 }
 
-const ORDER_V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"},{"name":"note","type":["null","string"],"default":null},{"name":"quantity","type":"int","default":1}]}"#;
+const ORDER_V2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"quantity","type":"int","default":1},{"name":"item","type":"string"},{"name":"note","type":["null","string"],"default":null}]}"#;
 
 /// The order with `id` turned into text: no reader of the old one can
 /// read it, nor it the old one.
@@ -51,30 +53,6 @@ fn order(i: i64) -> Order {
     }
 }
 
-async fn subscribe<T>(
-    client: &pulsar_wire::Client,
-    topic: &str,
-    schema: impl Schema<T> + 'static,
-) -> TypedConsumer<T> {
-    client
-        .consumer(topic, "typed")
-        .subscription_type(SubscriptionType::Shared)
-        .initial_position(InitialPosition::Earliest)
-        .subscribe_with(schema)
-        .await
-        .expect("subscribe with the schema")
-}
-
-/// Sends `value` and waits for the broker to store it.
-async fn stored<T>(producer: &TypedProducer<T>, value: &T) {
-    producer
-        .send(value)
-        .await
-        .expect("queued")
-        .await
-        .expect("stored");
-}
-
 fn is_apache() -> bool {
     BrokerKind::current() == BrokerKind::Apache
 }
@@ -85,7 +63,7 @@ async fn json_values_round_trip_with_the_schema_version_on_every_message() {
     guard("json round trip", async {
         let client = client(&broker).await;
         let topic = unique_topic("schema-json");
-        let mut consumer = subscribe(&client, &topic, Json::<Order>::new(ORDER)).await;
+        let mut consumer = typed_from_start(&client, &topic, Json::<Order>::new(ORDER)).await;
         let producer = client
             .producer(&topic)
             .create_with(Json::<Order>::new(ORDER))
@@ -133,7 +111,7 @@ async fn a_payload_the_schema_cannot_read_is_an_error_for_that_message_only() {
     guard("decode failure", async {
         let client = client(&broker).await;
         let topic = unique_topic("schema-bad");
-        let mut consumer = subscribe(&client, &topic, Json::<Order>::new(ORDER)).await;
+        let mut consumer = typed_from_start(&client, &topic, Json::<Order>::new(ORDER)).await;
         let raw = client
             .producer(&topic)
             .create()
@@ -175,7 +153,7 @@ async fn primitives_strings_and_separated_key_values_round_trip() {
     guard("primitives and key-values", async {
         let client = client(&broker).await;
         let ints = unique_topic("schema-int");
-        let mut consumer = subscribe::<i64>(&client, &ints, Primitive).await;
+        let mut consumer = typed_from_start::<i64>(&client, &ints, Primitive).await;
         let producer = client
             .producer(&ints)
             .create_with::<i64>(Primitive)
@@ -194,7 +172,7 @@ async fn primitives_strings_and_separated_key_values_round_trip() {
                 KeyValueEncoding::Separated,
             )
         };
-        let mut consumer = subscribe(&client, &kv_topic, kv()).await;
+        let mut consumer = typed_from_start(&client, &kv_topic, kv()).await;
         let producer = client
             .producer(&kv_topic)
             .create_with(kv())
@@ -292,7 +270,7 @@ async fn an_avro_reader_on_the_older_version_reads_the_newer_writer() {
     guard("avro evolution", async {
         let client = client(&broker).await;
         let topic = unique_topic("schema-evolve");
-        let mut old_reader = subscribe(
+        let mut old_reader = typed_from_start(
             &client,
             &topic,
             Avro::<Order>::from_definition(ORDER).expect("v1"),
@@ -399,7 +377,7 @@ async fn auto_publish_takes_the_topics_schema_and_checks_each_payload() {
     guard("auto publish", async {
         let client = client(&broker).await;
         let topic = unique_topic("schema-autopub");
-        let mut consumer = subscribe(&client, &topic, Json::<Order>::new(ORDER)).await;
+        let mut consumer = typed_from_start(&client, &topic, Json::<Order>::new(ORDER)).await;
         let typed = client
             .producer(&topic)
             .create_with(Json::<Order>::new(ORDER))
@@ -472,7 +450,7 @@ async fn protobuf_native_messages_round_trip_and_register_their_descriptor() {
     guard("protobuf native", async {
         let client = client(&broker).await;
         let topic = unique_topic("schema-proto");
-        let mut consumer = subscribe(&client, &topic, schema()).await;
+        let mut consumer = typed_from_start(&client, &topic, schema()).await;
         let producer = client
             .producer(&topic)
             .create_with(schema())
