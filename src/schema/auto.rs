@@ -96,6 +96,28 @@ mod generic {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct AutoConsume;
 
+    impl AutoConsume {
+        /// Decodes `message`, received by an untyped consumer, in `writer`,
+        /// the schema of its version
+        /// ([`Message::schema_version`](crate::Message::schema_version),
+        /// fetched with [`Client::schema`](crate::Client::schema)).
+        ///
+        /// # Errors
+        /// As [`Schema::decode`].
+        pub fn decode_message(
+            &self,
+            message: &crate::Message,
+            writer: &SchemaInfo,
+        ) -> Result<GenericValue, SchemaError> {
+            let key = super::super::typed::key_bytes(message)?;
+            self.decode(Encoded {
+                payload: message.payload(),
+                key: key.as_deref(),
+                writer: Some(writer),
+            })
+        }
+    }
+
     impl Schema<GenericValue> for AutoConsume {
         fn info(&self) -> SchemaInfo {
             SchemaInfo {

@@ -328,15 +328,7 @@ impl<T> TypedMessage<T> {
     /// not be fetched. The message stays the consumer's to ack or nack.
     pub fn value(&self) -> Result<T, SchemaError> {
         let writer = self.writer.clone()?;
-        let key = match (self.message.key(), self.message.key_is_base64()) {
-            (Some(k), true) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(k)
-                    .map_err(|e| SchemaError::decode(SchemaType::KeyValue, e))?,
-            ),
-            (Some(k), false) => Some(k.as_bytes().to_vec()),
-            (None, _) => None,
-        };
+        let key = key_bytes(&self.message)?;
         self.schema.decode(Encoded {
             payload: self.message.payload(),
             key: key.as_deref(),
@@ -361,4 +353,18 @@ impl<T> Deref for TypedMessage<T> {
     fn deref(&self) -> &Message {
         &self.message
     }
+}
+
+/// The bytes of `message`'s key (base64-decoded when it is base64 text of
+/// a binary key, as a key-value schema's separated key is).
+pub(crate) fn key_bytes(message: &Message) -> Result<Option<Vec<u8>>, SchemaError> {
+    Ok(match (message.key(), message.key_is_base64()) {
+        (Some(k), true) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(k)
+                .map_err(|e| SchemaError::decode(SchemaType::KeyValue, e))?,
+        ),
+        (Some(k), false) => Some(k.as_bytes().to_vec()),
+        (None, _) => None,
+    })
 }
