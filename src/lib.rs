@@ -62,7 +62,8 @@
 //!   (brings `tls`).
 //! - `json`, `avro`, `protobuf`: the schema formats of [`schema`] (none is
 //!   needed for bytes, strings, primitives and key-values of them).
-//! - `cli`: the `pulsar-wire` command (brings `tls`, `oauth2`, `json` and `avro`).
+//! - `cli`: the `pulsar-wire` command (brings `tls`, `oauth2`, `json`,
+//!   `avro` and `protobuf`).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -106,4 +107,7 @@ mod documentation {
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
     struct Protocol;
+    #[cfg(feature = "avro")]
+    #[doc = include_str!("../docs/schemas.md")]
+    struct Schemas;
 }
