@@ -80,10 +80,12 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod ids;
+pub mod interceptor;
 pub mod message_id;
 pub mod producer;
 pub mod proto;
 pub mod schema;
+pub mod stats;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
