@@ -16,7 +16,7 @@ use pulsar_wire::schema::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::common::broker::{BrokerKind, TestBroker, client, skip_unless};
+use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, client, skip_unless};
 use crate::common::{guard, stored, typed_from_start, unique_topic};
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -474,6 +474,75 @@ async fn protobuf_native_messages_round_trip_and_register_their_descriptor() {
                 serde_json::from_str(info.definition().expect("text")).expect("json");
             assert_eq!(definition["rootMessageTypeName"], "iot.Reading");
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn on_a_partitioned_topic_every_partition_reads_with_the_topics_schema_versions() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite gives no schema versions and no GET_SCHEMA",
+    ) {
+        return;
+    }
+    let topic = unique_topic("schema-partitioned");
+    let broker = TestBroker::start_with(BrokerOptions {
+        partitioned_topics: vec![(topic.clone(), 3)],
+        ..BrokerOptions::default()
+    })
+    .await;
+    guard("partitioned schemas", async {
+        let client = client(&broker).await;
+        let old_writer = client
+            .producer(&topic)
+            .create_with(Avro::<Order>::from_definition(ORDER).expect("v1"))
+            .await
+            .expect("v1 producer");
+        let new_writer = client
+            .producer(&topic)
+            .create_with(Avro::<OrderV2>::from_definition(ORDER_V2).expect("v2"))
+            .await
+            .expect("v2 producer");
+        // Keys spread the messages over the partitions.
+        for i in 0..6 {
+            let key = ProducerMessage::default().key(format!("k{i}"));
+            if i % 2 == 0 {
+                let receipt = old_writer.send_message(&order(i), key).await;
+                receipt.expect("queued").await.expect("stored");
+            } else {
+                let newer = OrderV2 {
+                    id: i,
+                    quantity: 9,
+                    item: format!("item {i}"),
+                    note: None,
+                };
+                let receipt = new_writer.send_message(&newer, key).await;
+                receipt.expect("queued").await.expect("stored");
+            }
+        }
+        let mut reader = typed_from_start(
+            &client,
+            &topic,
+            Avro::<Order>::from_definition(ORDER).expect("v1"),
+        )
+        .await;
+        let mut partitions = std::collections::BTreeSet::new();
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            let msg = reader.receive().await.expect("message");
+            partitions.insert(msg.topic().to_owned());
+            let value = msg
+                .value()
+                .expect("each partition resolves the writer's version");
+            // The v2 messages lose their quantity; they have no note.
+            assert_eq!(value, order(value.id));
+            ids.push(value.id);
+            reader.ack(&msg).await.expect("ack");
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
+        assert!(partitions.len() > 1, "{partitions:?}");
     })
     .await;
 }
