@@ -233,6 +233,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn protobuf_registers_its_avro_definition_and_reads_prost_messages() {
+        let definition = r#"{"type":"record","name":"Order","fields":[]}"#;
+        let schema = Protobuf::<Order>::new(definition);
+        let info = Schema::<Order>::info(&schema);
+        assert_eq!(info.schema_type, SchemaType::Protobuf);
+        assert_eq!(info.definition(), Some(definition));
+        let order = Order {
+            id: 3,
+            item: "jam".into(),
+        };
+        let bytes = schema.encode(&order).expect("encode");
+        assert_eq!(bytes, order.encode_to_vec());
+        assert_eq!(
+            schema.decode(Encoded::payload(&bytes)).expect("decode"),
+            order
+        );
+        assert!(matches!(
+            schema.decode(Encoded::payload(&[0xff])),
+            Err(SchemaError::Decode {
+                schema_type: SchemaType::Protobuf,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn a_set_without_the_message_or_an_import_is_refused() {
         assert!(ProtobufNative::<Order>::new(&descriptor_set(), "shop.Nope").is_err());
         assert!(ProtobufNative::<Order>::new(b"\xff", "shop.Order").is_err());

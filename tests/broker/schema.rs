@@ -148,7 +148,7 @@ async fn a_payload_the_schema_cannot_read_is_an_error_for_that_message_only() {
 }
 
 #[tokio::test]
-async fn primitives_strings_and_separated_key_values_round_trip() {
+async fn primitives_and_key_values_separated_and_inline_round_trip() {
     let broker = TestBroker::start().await;
     guard("primitives and key-values", async {
         let client = client(&broker).await;
@@ -200,6 +200,24 @@ async fn primitives_strings_and_separated_key_values_round_trip() {
             assert_eq!(info.properties["kv.encoding.type"], "SEPARATED");
             assert_eq!(info.properties["value.schema.type"], "JSON");
         }
+
+        // Inline: both in the payload, each behind its 4-byte length.
+        let inline_topic = unique_topic("schema-kv-inline");
+        let inline = || KeyValue::new(StringSchema, Primitive, KeyValueEncoding::Inline);
+        let mut consumer = typed_from_start(&client, &inline_topic, inline()).await;
+        let producer = client
+            .producer(&inline_topic)
+            .create_with(inline())
+            .await
+            .expect("producer");
+        stored(&producer, &("k".to_owned(), 7i32)).await;
+        let msg = consumer.receive().await.expect("message");
+        assert_eq!(msg.key(), None);
+        assert_eq!(
+            &msg.payload()[..],
+            &[0, 0, 0, 1, b'k', 0, 0, 0, 4, 0, 0, 0, 7]
+        );
+        assert_eq!(msg.value().expect("decodes"), ("k".to_owned(), 7));
     })
     .await;
 }
