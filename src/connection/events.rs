@@ -35,6 +35,10 @@ pub enum Response {
     /// `WATCH_TOPIC_LIST_SUCCESS`: the watcher is set, with the topics it
     /// matches now.
     WatchTopicListSuccess(proto::CommandWatchTopicListSuccess),
+    /// `GET_SCHEMA_RESPONSE` without an error code.
+    GetSchemaResponse(proto::CommandGetSchemaResponse),
+    /// `GET_OR_CREATE_SCHEMA_RESPONSE` without an error code.
+    GetOrCreateSchemaResponse(proto::CommandGetOrCreateSchemaResponse),
 }
 
 impl Response {
@@ -50,6 +54,8 @@ impl Response {
             Self::AckResponse(_) => "ACK_RESPONSE",
             Self::GetTopicsOfNamespaceResponse(_) => "GET_TOPICS_OF_NAMESPACE_RESPONSE",
             Self::WatchTopicListSuccess(_) => "WATCH_TOPIC_LIST_SUCCESS",
+            Self::GetSchemaResponse(_) => "GET_SCHEMA_RESPONSE",
+            Self::GetOrCreateSchemaResponse(_) => "GET_OR_CREATE_SCHEMA_RESPONSE",
         }
     }
 }

@@ -60,6 +60,8 @@ impl Router {
             | Type::GetLastMessageIdResponse
             | Type::AckResponse
             | Type::GetTopicsOfNamespaceResponse
+            | Type::GetSchemaResponse
+            | Type::GetOrCreateSchemaResponse
             | Type::WatchTopicListSuccess => self.on_response(command),
             Type::WatchTopicUpdate => {
                 if let Some(b) = command.watch_topic_update {
@@ -156,6 +158,26 @@ impl Router {
                 watch_topic_list_success: Some(b),
                 ..
             } => (b.request_id, Ok(Response::WatchTopicListSuccess(*b))),
+            BaseCommand {
+                get_schema_response: Some(b),
+                ..
+            } => match b.error_code {
+                Some(_) => (
+                    b.request_id,
+                    Err((b.error_code(), b.error_message.clone().unwrap_or_default())),
+                ),
+                None => (b.request_id, Ok(Response::GetSchemaResponse(*b))),
+            },
+            BaseCommand {
+                get_or_create_schema_response: Some(b),
+                ..
+            } => match b.error_code {
+                Some(_) => (
+                    b.request_id,
+                    Err((b.error_code(), b.error_message.clone().unwrap_or_default())),
+                ),
+                None => (b.request_id, Ok(Response::GetOrCreateSchemaResponse(*b))),
+            },
             other => {
                 // The frame decoder guarantees the body named by the type.
                 debug!(
