@@ -36,6 +36,9 @@ pub enum Error {
     /// what the broker answered.
     #[error(transparent)]
     Consumer(#[from] crate::consumer::ConsumerError),
+    /// A dead-letter redrive stopped.
+    #[error(transparent)]
+    Redrive(#[from] crate::consumer::RedriveError),
 }
 
 /// `Result` with this crate's [`Error`].

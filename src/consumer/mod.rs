@@ -29,6 +29,7 @@ mod letters;
 mod message;
 mod position;
 mod reader;
+mod redrive;
 mod run;
 mod subscribe;
 mod task;
@@ -52,6 +53,9 @@ pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use reader::{Reader, ReaderBuilder};
+pub use redrive::{
+    DEFAULT_REDRIVE_IDLE, DEFAULT_REDRIVE_SUBSCRIPTION, Redrive, RedriveError, Redriven,
+};
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 
@@ -238,6 +242,9 @@ impl Consumer {
         };
         let result = ready!(Pin::new(pending).poll(cx));
         self.pending = None;
+        if let (Ok(Ok(msg)), Some(letters)) = (&result, &self.letters) {
+            letters.delivered(msg);
+        }
         Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
@@ -279,7 +286,11 @@ impl Consumer {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
-        self.ask(task::Command::TryReceive).await
+        let received = self.ask(task::Command::TryReceive).await;
+        if let (Ok(Some(msg)), Some(letters)) = (&received, &self.letters) {
+            letters.delivered(msg);
+        }
+        received
     }
 
     /// Acknowledges `msg` so the subscription will not deliver it again.
@@ -306,6 +317,9 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        if let Some(letters) = &self.letters {
+            letters.settled(id);
+        }
         if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the

@@ -241,10 +241,16 @@ impl Consumer {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => {
                 warn!(%id, error = %e, "handler failed; nacking");
+                if let Some(letters) = &self.letters {
+                    letters.failed(&msg, &e.to_string());
+                }
                 Outcome::Retry
             }
             Err(e) => {
                 warn!(%id, error = %e, "handler panicked; nacking");
+                if let Some(letters) = &self.letters {
+                    letters.failed(&msg, &e.to_string());
+                }
                 Outcome::Retry
             }
         };

@@ -12,6 +12,7 @@ mod outcomes;
 mod random_run;
 mod reader;
 mod redelivery;
+mod redrive;
 mod retry;
 mod rewind;
 mod seek;
