@@ -223,10 +223,12 @@ impl ClientBuilder {
     }
 
     /// How many payload bytes all producers of the client may hold before
-    /// their receipts (batched or in flight). When it is used up, `send`
-    /// waits or fails, as each producer's
-    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says.
-    /// Default 64 MiB.
+    /// their receipts (batched or in flight), together with what the
+    /// consumers' receiver queues hold. When it is used up, `send` waits or
+    /// fails, as each producer's
+    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says, and
+    /// a consumer whose queue holds messages grants the broker no more
+    /// permits until bytes are released. Default 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
         self

@@ -21,6 +21,7 @@
 //! - `task/`: the driver that subscribes (and subscribes again), feeds the
 //!   core and carries out its actions on the wire.
 
+mod batch_receive;
 mod builder;
 pub(crate) mod core;
 mod crypto;
@@ -47,7 +48,10 @@ pub use self::core::nack::{NackPolicy, RedeliveryBackoff};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use self::core::unacked::UnackedTracker;
-pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use batch_receive::{BatchReceivePolicy, Messages};
+pub use builder::{
+    ConsumerBuilder, DEFAULT_MAX_TOTAL_RECEIVER_QUEUE_SIZE, DEFAULT_RECEIVER_QUEUE_SIZE,
+};
 pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
@@ -134,7 +138,8 @@ impl ConsumerBuilder {
     /// # Errors
     /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
     /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
-    /// [`ConsumerError::ZeroReceiverQueue`], [`ConsumerError::NegativePriority`],
+    /// [`ConsumerError::ZeroQueueNeedsOneTopic`], [`ConsumerError::ZeroTotalReceiverQueue`],
+    /// [`ConsumerError::UnboundedBatchReceive`], [`ConsumerError::NegativePriority`],
     /// the Key_Shared policy errors, [`ConsumerError::Config`] for a delivery
     /// setting the core refuses (or a dead-letter policy on Exclusive or
     /// Failover). Then [`ConsumerError::Client`] if a
@@ -170,8 +175,19 @@ impl ConsumerBuilder {
             crypto_failure_action: self.crypto_failure_action,
             chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
+            max_total_receiver_queue_size: self.max_total_receiver_queue_size,
+            batch_receive: self.batch_receive,
         };
+        let single = topics.first().cloned();
         let partitions = task::expand(&self.client, topics).await?;
+        if self.receiver_queue_size == 0
+            && (partitions.len() != 1 || partitions.first() != single.as_ref())
+        {
+            // As Java: a partitioned topic's consumer needs a queue.
+            return Err(ConsumerError::ZeroQueueNeedsOneTopic {
+                topics: partitions.len(),
+            });
+        }
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
         // Dropped half-way, this leaves nothing behind on the broker: what
@@ -340,6 +356,95 @@ impl Consumer {
             reply: Some(reply),
         })
         .await
+    }
+
+    /// Waits for a batch of messages, as the consumer's
+    /// [`BatchReceivePolicy`] says (default: 100 messages, 10 MiB of
+    /// payload, or 100 ms, whichever comes first): returns once that many
+    /// messages or bytes are queued, or when the timeout has passed, with
+    /// the messages queued then (maybe none). A batch holds at most the
+    /// policy's messages and bytes (but always one message, however
+    /// large), taken from the partitions in turn.
+    ///
+    /// Each message is taken when the batch is returned: that is when its
+    /// ack timeout starts and its permit is given back, as for
+    /// [`receive`](Self::receive). Ack the batch with
+    /// [`ack_all`](Self::ack_all).
+    ///
+    /// # Errors
+    /// [`ConsumerError::BatchReceiveOnZeroQueue`] with a zero receiver
+    /// queue; otherwise those of [`receive`](Self::receive): an
+    /// unreadable message ends a batch before it and is reported by the
+    /// next call, or by this one if the batch would be empty.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::BatchReceivePolicy;
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "billing")
+    ///     .batch_receive_policy(BatchReceivePolicy {
+    ///         max_messages: Some(500),
+    ///         timeout: Some(Duration::from_secs(1)),
+    ///         ..BatchReceivePolicy::default()
+    ///     })
+    ///     .subscribe()
+    ///     .await?;
+    /// let batch = consumer.receive_batch().await?;
+    /// for msg in &batch {
+    ///     println!("{}: {} bytes", msg.id(), msg.payload().len());
+    /// }
+    /// consumer.ack_all(&batch).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_batch(&mut self) -> Result<Messages, ConsumerError> {
+        self.ask(task::Command::ReceiveBatch).await
+    }
+
+    /// Acknowledges every message of `messages` (e.g. a
+    /// [`receive_batch`](Self::receive_batch)): individual acks, sent in
+    /// one ACK frame per partition (more only past the frame size limit;
+    /// with batch index ack, members of batches left partly acked go with
+    /// their own `ack_set`). Otherwise as [`ack`](Self::ack) on each.
+    ///
+    /// # Errors
+    /// [`ConsumerError::ForeignMessage`] if one message came from another
+    /// consumer (then nothing is acked); otherwise the first error of
+    /// [`ack`](Self::ack) among the messages.
+    pub async fn ack_all<'a>(
+        &self,
+        messages: impl IntoIterator<Item = &'a Message>,
+    ) -> Result<(), ConsumerError> {
+        let mut acks = Vec::new();
+        let mut answers = Vec::new();
+        for msg in messages {
+            let topic = msg.0.topic.clone();
+            if !self.topics.iter().any(|t| **t == *topic) {
+                return Err(ConsumerError::ForeignMessage {
+                    topic: topic.to_string(),
+                });
+            }
+            let reply = self.ack_receipts.then(|| {
+                let (reply, answer) = oneshot::channel();
+                answers.push(answer);
+                reply
+            });
+            acks.push(task::AckOne {
+                topic,
+                id: msg.0.id,
+                batch_size: msg.0.batch_size,
+                reply,
+            });
+        }
+        if acks.is_empty() {
+            return Ok(());
+        }
+        self.send(task::Command::AckAll(acks))?;
+        for answer in answers {
+            answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        }
+        Ok(())
     }
 
     /// Acknowledges every message up to and including `msg`.

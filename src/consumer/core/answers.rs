@@ -9,6 +9,7 @@ use crate::message_id::MessageId;
 use super::ConsumerCore;
 use super::batch_acks::MemberAck;
 use super::nack::Nacked;
+use super::receiver_queue::QueuedBytes;
 use crate::consumer::error::CumulativeAckNotAllowed;
 
 /// What became of an application's ack ([`ConsumerCore::ack`]).
@@ -29,7 +30,7 @@ pub(crate) enum Acked {
     Unrecorded,
 }
 
-impl<M: Clone> ConsumerCore<M> {
+impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     #[cfg(any(test, feature = "fuzzing"))]
     /// The application acked `id`: stops its clock and sends the ack (for a
     /// batch member, once its entry is complete, or at once with an

@@ -62,7 +62,7 @@ use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
 use lease::Leases;
 use nack::{NackPolicy, NackTracker};
-use receiver_queue::ReceiverQueue;
+use receiver_queue::{QueuedBytes, ReceiverQueue};
 use rewind::PendingRewind;
 use settled::{RecentAcks, Settled};
 use unacked::UnackedTracker;
@@ -97,7 +97,7 @@ pub(crate) struct ConsumerCore<M> {
     actions: Actions<M>,
 }
 
-impl<M: Clone> ConsumerCore<M> {
+impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// A core for `config`.
     ///
     /// # Errors
@@ -154,6 +154,24 @@ impl<M: Clone> ConsumerCore<M> {
     /// The id of the oldest message queued for the application.
     pub(crate) fn first_queued(&self) -> Option<MessageId> {
         self.queue.front_id()
+    }
+
+    /// The payload bytes of the messages queued for the application.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queue.bytes()
+    }
+
+    /// The payload bytes of the oldest message queued for the application.
+    pub(crate) fn front_bytes(&self) -> Option<usize> {
+        self.queue.front_bytes()
+    }
+
+    /// Zero receiver queue: `waiting` receivers wait for a message; grants
+    /// the broker one permit for each not covered by a queued message or
+    /// a permit granted before (nothing with a receiver queue).
+    pub(crate) fn request_for_receivers(&mut self, waiting: usize) {
+        let flow = self.queue.request(waiting);
+        self.flow(flow);
     }
 
     /// The subscribe succeeded: grant the whole receiver queue (once per

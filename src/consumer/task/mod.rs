@@ -8,15 +8,18 @@
 
 mod acks;
 mod attach;
+mod batch;
 mod chunked;
 mod command;
 mod deliver;
 mod driver;
 mod execute;
 mod forward;
+mod memory;
 mod resubscribe;
 
 pub(crate) use attach::expand;
+pub(crate) use batch::AckOne;
 pub(crate) use command::{Activity, Command};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
