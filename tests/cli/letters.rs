@@ -149,28 +149,30 @@ async fn dlq_redrive_lists_then_moves_a_dead_letter_back_to_its_real_topic() {
     .await
     .ok_lines();
     let real_topic = format!("REAL_TOPIC={topic}");
-    pulsar_wire(
-        &url,
-        &[
-            "produce",
-            &dlq,
-            "-m",
-            "poison",
-            "--key",
-            "k1",
-            "-p",
-            "k=v",
-            "-p",
-            &real_topic,
-            "-p",
-            "ORIGIN_MESSAGE_ID=1:2:-1",
-            "-p",
-            "DLQ_LAST_ERROR=boom",
-        ],
-    )
-    .await
-    .ok_lines();
-    let redrive = |dry_run: bool| {
+    for _ in 0..2 {
+        pulsar_wire(
+            &url,
+            &[
+                "produce",
+                &dlq,
+                "-m",
+                "poison",
+                "--key",
+                "k1",
+                "-p",
+                "k=v",
+                "-p",
+                &real_topic,
+                "-p",
+                "ORIGIN_MESSAGE_ID=1:2:-1",
+                "-p",
+                "DLQ_LAST_ERROR=boom",
+            ],
+        )
+        .await
+        .ok_lines();
+    }
+    let redrive = |extra: &'static [&'static str]| {
         let mut args = vec![
             "dlq",
             "redrive",
@@ -183,21 +185,21 @@ async fn dlq_redrive_lists_then_moves_a_dead_letter_back_to_its_real_topic() {
             "--idle-ms",
             "500",
         ];
-        if dry_run {
-            args.push("--dry-run");
-        }
+        args.extend_from_slice(extra);
         let url = url.clone();
         async move { pulsar_wire(&url, &args).await.ok_lines() }
     };
-    let planned = redrive(true).await;
-    assert_eq!(planned.len(), 1, "{planned:?}");
+    let planned = redrive(&["--dry-run"]).await;
+    assert_eq!(planned.len(), 2, "{planned:?}");
     assert_eq!(planned[0]["target"], json!(topic));
     assert_eq!(planned[0]["published"], json!(null));
     assert_eq!(planned[0]["properties"], json!({"k": "v"}));
-    let moved = redrive(false).await;
-    assert_eq!(moved.len(), 1, "{moved:?}");
+    let moved = redrive(&["--limit", "1"]).await;
+    assert_eq!(moved.len(), 1, "--limit 1 moves one: {moved:?}");
     assert!(moved[0]["published"].is_string(), "{moved:?}");
-    assert!(redrive(true).await.is_empty(), "the dead letter was acked");
+    assert_eq!(redrive(&["--dry-run"]).await.len(), 1, "one is left");
+    assert_eq!(redrive(&[]).await.len(), 1, "the rest moves");
+    assert!(redrive(&["--dry-run"]).await.is_empty(), "both were acked");
 
     let back = first_from_earliest(&url, &topic, "app").await;
     assert_eq!(back[0]["payload"], json!("poison"));

@@ -46,7 +46,7 @@ impl Leases {
     }
 }
 
-impl<M: Clone> ConsumerCore<M> {
+impl<M: Clone + super::receiver_queue::QueuedBytes> ConsumerCore<M> {
     /// The application needs longer for `id`: its ack-timeout deadline
     /// moves to `by` from `now`, unless it already lies later. Returns
     /// whether the application holds `id`. O(1).

@@ -138,6 +138,9 @@ async fn poison_messages_are_dead_lettered_redriven_and_processed_once() {
             "the letter properties are stripped"
         );
 
+        let first = redrive.clone().limit(1).dry_run().await.expect("limited");
+        assert_eq!(first.len(), 1, "a limit of 1 lists one: {first:?}");
+
         // The handler is fixed; the redrive moves both back.
         let (consumer, run) = run_handler(&client, &topic, seen.clone(), |_| false).await;
         let moved = redrive.clone().run().await.expect("redrive");
@@ -155,6 +158,28 @@ async fn poison_messages_are_dead_lettered_redriven_and_processed_once() {
         second.extend(drain(&mut processed));
         second.sort();
         assert_eq!(second, ["end", "poison-1", "poison-2"], "each once");
+
+        // The copies keep their key and event time.
+        let mut reader = client
+            .reader(topic.clone())
+            .start_message_id(MessageId::EARLIEST)
+            .create()
+            .await
+            .expect("reader");
+        let mut again = Vec::new();
+        while again.len() < 2 {
+            let msg = reader.read_next().await.expect("a message");
+            if text(&msg).starts_with("poison") && !ids.values().any(|id| *id == msg.id()) {
+                again.push(msg);
+            }
+        }
+        reader.close().await.expect("close reader");
+        for msg in &again {
+            let text = text(msg);
+            assert_eq!(msg.key(), Some(format!("key-{text}").as_str()));
+            assert_eq!(msg.event_time(), Some(1_700_000_000_000));
+            assert_eq!(msg.properties()["text"], text);
+        }
 
         // The dead-letter copies were acked: nothing left to move.
         let left = redrive.dry_run().await.expect("dry run after");
