@@ -77,6 +77,8 @@ pub mod ids;
 pub mod message_id;
 pub mod producer;
 pub mod proto;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
@@ -100,4 +102,7 @@ mod documentation {
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
     struct Protocol;
+    #[cfg(feature = "testing")]
+    #[doc = include_str!("../docs/testing-kit.md")]
+    struct TestingKit;
 }

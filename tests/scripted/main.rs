@@ -15,6 +15,7 @@ mod dead_letter;
 mod handshake;
 mod hostile;
 mod hostile_entries;
+mod kit;
 mod limits;
 mod lookup;
 #[cfg(feature = "oauth2")]
