@@ -63,6 +63,8 @@ struct Inner {
     /// The last lookup said to reach the owner through the service URL:
     /// the service is a Pulsar proxy.
     behind_proxy: AtomicBool,
+    /// The stats interval and the metrics exporter.
+    stats: crate::stats::StatsSettings,
 }
 
 impl Client {
@@ -138,6 +140,11 @@ impl Client {
         (&self.inner.memory, self.inner.memory_limit)
     }
 
+    /// What producers and consumers record beyond their counters.
+    pub(crate) fn stats_settings(&self) -> &crate::stats::StatsSettings {
+        &self.inner.stats
+    }
+
     /// Closes every connection (flushing what is queued on them); requests
     /// still waiting fail with [`ConnectionError::Closed`](crate::connection::ConnectionError::Closed),
     /// and later calls with [`ClientError::Closed`]. Affects all clones.
@@ -161,6 +168,8 @@ pub struct ClientBuilder {
     auth: Option<Arc<dyn Authentication>>,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
+    /// Set by the methods in `crate::stats`.
+    pub(crate) stats: crate::stats::StatsSettings,
 }
 
 impl Default for ClientBuilder {
@@ -177,6 +186,7 @@ impl Default for ClientBuilder {
             auth: None,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
+            stats: crate::stats::StatsSettings::default(),
         }
     }
 }
@@ -402,6 +412,7 @@ impl ClientBuilder {
                 memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
                 memory_limit: self.memory_limit,
                 behind_proxy: AtomicBool::new(false),
+                stats: self.stats,
             }),
         })
     }

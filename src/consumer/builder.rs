@@ -1,9 +1,11 @@
 //! [`ConsumerBuilder`]: a consumer's settings, checked in the final
 //! [`subscribe`](ConsumerBuilder::subscribe).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, TopicName};
+use crate::interceptor::ConsumerInterceptor;
 
 use super::batch_receive::BatchReceivePolicy;
 use super::core::chunks::ChunkLimits;
@@ -72,6 +74,8 @@ pub struct ConsumerBuilder {
     pub(crate) crypto_failure_action: CryptoFailureAction,
     /// Bounds on the chunked messages being assembled.
     pub(crate) chunks: ChunkLimits,
+    /// Told of every message handed out and of the answers to it.
+    pub(crate) interceptors: Vec<Arc<dyn ConsumerInterceptor>>,
 }
 
 impl ConsumerBuilder {
@@ -93,7 +97,17 @@ impl ConsumerBuilder {
             retry: false,
             crypto_failure_action: CryptoFailureAction::default(),
             chunks: ChunkLimits::default(),
+            interceptors: Vec::new(),
         }
+    }
+
+    /// Adds `interceptor`: it sees every message before the application
+    /// gets it, and every ack, nack and ack timeout (see
+    /// [`ConsumerInterceptor`]). Several are called in the order added.
+    /// None by default.
+    pub fn interceptor(mut self, interceptor: impl ConsumerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
     }
 
     /// Also consumes `topic`: one consumer over all its topics (messages

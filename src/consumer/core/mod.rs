@@ -95,6 +95,8 @@ pub(crate) struct ConsumerCore<M> {
     rewind: PendingRewind,
     epoch: u64,
     actions: Actions<M>,
+    /// The messages whose ack timeout expired in the last tick.
+    timed_out: Vec<MessageId>,
 }
 
 impl<M: Clone + QueuedBytes> ConsumerCore<M> {
@@ -127,6 +129,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
+            timed_out: Vec::new(),
         })
     }
 

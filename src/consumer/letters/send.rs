@@ -29,6 +29,7 @@ use crate::consumer::message::Message;
 use crate::consumer::subscribe::InitialPosition;
 use crate::message_id::MessageId;
 use crate::producer::{Producer, ProducerError, ProducerMessage};
+use crate::stats::ConsumerRecorder;
 
 /// Where a consumer's copies go, and the producers that take them there.
 #[derive(Debug)]
@@ -40,6 +41,8 @@ pub(crate) struct Letters {
     failures: AtomicU32,
     /// Hand-outs and handler errors, for the dead-letter copies.
     history: Mutex<DeliveryHistory>,
+    /// Where the copies the broker stored are counted.
+    stats: Option<Arc<ConsumerRecorder>>,
 }
 
 impl Letters {
@@ -51,7 +54,14 @@ impl Letters {
             producers: Mutex::new(HashMap::new()),
             failures: AtomicU32::new(0),
             history: Mutex::new(DeliveryHistory::default()),
+            stats: None,
         }
+    }
+
+    /// Counts the copies the broker stored in `stats`.
+    pub(crate) fn counted_in(mut self, stats: Arc<ConsumerRecorder>) -> Self {
+        self.stats = Some(stats);
+        self
     }
 
     fn history(&self) -> std::sync::MutexGuard<'_, DeliveryHistory> {
@@ -196,6 +206,9 @@ impl Letters {
         match sent {
             Ok(id) => {
                 debug!(topic, %id, "copy published");
+                if let Some(stats) = &self.stats {
+                    stats.lettered(dead_letter);
+                }
                 Ok(id)
             }
             Err(e) => {

@@ -91,7 +91,10 @@ impl Driver {
                 self.run_actions(index).await;
                 let message = incoming.message;
                 return Some(match message.unreadable() {
-                    None => Ok(message),
+                    None => {
+                        self.observe_delivery(&message);
+                        Ok(message)
+                    }
                     Some(reason) => {
                         warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
                         Err(ConsumerError::Unreadable {

@@ -59,6 +59,10 @@ pub(crate) struct Settings {
     pub(crate) max_total_receiver_queue_size: u32,
     /// What a batch receive waits for.
     pub(crate) batch_receive: crate::consumer::batch_receive::BatchReceivePolicy,
+    /// Where deliveries and answers are counted.
+    pub(crate) stats: Arc<ConsumerRecorder>,
+    /// Told of every message handed out and of the answers to it.
+    pub(crate) interceptors: Chain<dyn ConsumerInterceptor>,
 }
 
 impl Settings {
@@ -205,6 +209,7 @@ impl Driver {
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
+                        self.observe_ack_timeouts(index);
                         self.expire_chunks(index, now);
                         self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
@@ -255,6 +260,7 @@ impl Driver {
                 redelivery_count,
             } => {
                 if let Some(index) = self.find(&topic) {
+                    self.observe_nack(&topic, id);
                     self.subs[index]
                         .core
                         .nack(clock::now(), id, redelivery_count);
@@ -352,6 +358,8 @@ impl Driver {
         } else {
             sub.core.ack_with_batch_size(now, id, batch_size)
         };
+        self.observe_ack(topic, id, cumulative);
+        let sub = &mut self.subs[index];
         if let Some(reply) = reply {
             match acked {
                 _ if !self.settings.ack_receipts => {

@@ -16,6 +16,7 @@ mod driver;
 mod execute;
 mod forward;
 mod memory;
+mod observe;
 mod resubscribe;
 
 pub(crate) use attach::expand;
@@ -50,6 +51,8 @@ use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::connection::{Connection, ConsumerEvent, Response};
 use crate::ids::ConsumerId;
+use crate::interceptor::{Chain, ConsumerInterceptor};
 use crate::message_id::MessageId;
 use crate::proto::command_ack::AckType;
+use crate::stats::ConsumerRecorder;
 use crate::wire::commands::{self, SeekTarget};
