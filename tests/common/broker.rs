@@ -84,6 +84,20 @@ pub fn skip_unless(needed: BrokerKind, reason: &str) -> bool {
     true
 }
 
+/// Skips the calling test on the broker `lacking` (a behaviour pulsar-lite
+/// lacks that Apache Pulsar and the test kit both have), printing the
+/// reason as [`skip_unless`] does. Returns `true` when the test must
+/// return at once.
+pub fn skip_on(lacking: BrokerKind, reason: &str) -> bool {
+    let current = BrokerKind::current();
+    if current != lacking {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("test").to_owned();
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test} on {current:?}: {reason}");
+    true
+}
+
 /// A running broker. Dropping a pulsar-lite one kills the process and
 /// removes its data.
 #[derive(Debug)]
