@@ -86,6 +86,8 @@ pub mod producer;
 pub mod proto;
 pub mod schema;
 pub mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
@@ -109,6 +111,9 @@ mod documentation {
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
     struct Protocol;
+    #[cfg(feature = "testing")]
+    #[doc = include_str!("../docs/testing-kit.md")]
+    struct TestingKit;
     #[cfg(feature = "avro")]
     #[doc = include_str!("../docs/schemas.md")]
     struct Schemas;
