@@ -146,8 +146,8 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .buffer_unordered(usize::from(args.concurrency))
         .try_collect::<()>()
         .await?;
-    first.close().await?;
     let closed = Reading::now();
+    first.close().await?;
 
     let n = args.topics;
     let window = args.window.max(1e-9);
