@@ -32,6 +32,10 @@ pub enum Response {
     AckResponse(proto::CommandAckResponse),
     /// `GET_TOPICS_OF_NAMESPACE_RESPONSE`.
     GetTopicsOfNamespaceResponse(proto::CommandGetTopicsOfNamespaceResponse),
+    /// `GET_SCHEMA_RESPONSE` without an error code.
+    GetSchemaResponse(proto::CommandGetSchemaResponse),
+    /// `GET_OR_CREATE_SCHEMA_RESPONSE` without an error code.
+    GetOrCreateSchemaResponse(proto::CommandGetOrCreateSchemaResponse),
 }
 
 impl Response {
@@ -46,6 +50,8 @@ impl Response {
             Self::GetLastMessageIdResponse(_) => "GET_LAST_MESSAGE_ID_RESPONSE",
             Self::AckResponse(_) => "ACK_RESPONSE",
             Self::GetTopicsOfNamespaceResponse(_) => "GET_TOPICS_OF_NAMESPACE_RESPONSE",
+            Self::GetSchemaResponse(_) => "GET_SCHEMA_RESPONSE",
+            Self::GetOrCreateSchemaResponse(_) => "GET_OR_CREATE_SCHEMA_RESPONSE",
         }
     }
 }

@@ -43,6 +43,8 @@ pub(crate) struct Recipe {
     /// `ExclusiveWithFencing` one) is then refused instead of taking the
     /// topic back.
     pub(crate) topic_epoch: Option<u64>,
+    /// The schema registered in PRODUCER (none for bytes).
+    pub(crate) schema: Option<proto::Schema>,
 }
 
 /// Creates the producer on `conn`; `next_sequence` follows the broker's
@@ -74,6 +76,7 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         user_provided_producer_name: Some(recipe.user_named),
         producer_access_mode: Some(mode as i32),
         topic_epoch: recipe.topic_epoch,
+        schema: recipe.schema.clone(),
         ..proto::CommandProducer::default()
     };
     let answer = conn
@@ -107,6 +110,8 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         partition: recipe.partition,
         next_sequence: u64::try_from(last).map_or(0, |last| last.saturating_add(1)),
         topic_epoch: success.topic_epoch,
+        // pulsar-lite answers with an empty version: no version.
+        schema_version: success.schema_version.filter(|v| !v.is_empty()),
         events,
         unclaimed,
     })

@@ -7,7 +7,7 @@
 //!
 //! With the cargo feature `otel`, the same events also go to OpenTelemetry
 //! metrics under the Java client's names (`pulsar.client.*`), once a meter
-//! provider is set with [`ClientBuilder::meter_provider`](crate::ClientBuilder::meter_provider).
+//! provider is set with `ClientBuilder::meter_provider` (with that feature).
 //!
 //! # Examples
 //! ```no_run
