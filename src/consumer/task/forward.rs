@@ -42,7 +42,7 @@ pub(crate) struct Forwards {
     tasks: tokio::task::JoinSet<()>,
     /// Permits held back while at the bound: (sub index, the consumer id
     /// they are for, permits).
-    withheld: Vec<(usize, ConsumerId, u32)>,
+    withheld: WithheldFlows,
 }
 
 impl Forwards {
@@ -66,19 +66,12 @@ impl Forwards {
         if self.in_flight < MAX_FORWARDS_IN_FLIGHT {
             return false;
         }
-        match self
-            .withheld
-            .iter_mut()
-            .find(|(i, c, _)| *i == index && *c == consumer)
-        {
-            Some((_, _, held)) => *held = held.saturating_add(permits),
-            None => self.withheld.push((index, consumer, permits)),
-        }
+        withhold_flow(&mut self.withheld, index, consumer, permits);
         true
     }
 
     /// The permits held back, once the forwards in flight are below the bound.
-    fn release(&mut self) -> Vec<(usize, ConsumerId, u32)> {
+    fn release(&mut self) -> WithheldFlows {
         if self.in_flight < MAX_FORWARDS_IN_FLIGHT {
             std::mem::take(&mut self.withheld)
         } else {
@@ -142,19 +135,8 @@ impl Driver {
         };
         sub.core.on_dead_letter_result(origin, result);
         self.run_actions(index).await;
-        for (index, consumer, permits) in self.settings.forwards.release() {
-            // A sub subscribed again since was granted its whole queue anew.
-            let Some(sub) = self.subs.get(index).filter(|s| s.id == consumer) else {
-                continue;
-            };
-            if let Err(e) = sub
-                .conn
-                .send_control(commands::flow(consumer, permits))
-                .await
-            {
-                debug!(topic = %sub.name, error = %e, "withheld FLOW not sent");
-            }
-        }
+        let released = self.settings.forwards.release();
+        self.send_withheld(released).await;
     }
 
     /// Waits for every forward in flight and settles its original, so a

@@ -31,7 +31,7 @@ pub(crate) struct MemoryShare {
     held: Vec<usize>,
     /// FLOWs held back while at the limit: (sub index, the consumer id
     /// they are for, permits).
-    withheld: Vec<(usize, ConsumerId, u32)>,
+    withheld: WithheldFlows,
     /// Armed while FLOWs are held back and the budget is used up.
     waiter: Option<Waiter>,
 }
@@ -89,24 +89,14 @@ impl MemoryShare {
         if queue_empty || !self.reached() {
             return false;
         }
-        match self
-            .withheld
-            .iter_mut()
-            .find(|(i, c, _)| *i == index && *c == consumer)
-        {
-            Some((_, _, held)) => *held = held.saturating_add(permits),
-            None => self.withheld.push((index, consumer, permits)),
-        }
+        withhold_flow(&mut self.withheld, index, consumer, permits);
         true
     }
 
     /// The FLOWs held back that may go out now: all of them once the
     /// budget has room, else those of subs whose queue is empty
     /// (`queue_empty(index)`). Arms the wait for room for what stays.
-    pub(crate) fn release(
-        &mut self,
-        queue_empty: impl Fn(usize) -> bool,
-    ) -> Vec<(usize, ConsumerId, u32)> {
+    pub(crate) fn release(&mut self, queue_empty: impl Fn(usize) -> bool) -> WithheldFlows {
         if self.withheld.is_empty() {
             self.waiter = None;
             return Vec::new();
@@ -176,23 +166,7 @@ impl Driver {
         let released = self
             .memory
             .release(|index| subs.get(index).is_none_or(|s| s.core.queued() == 0));
-        for (index, consumer, permits) in released {
-            let Some(sub) = self
-                .subs
-                .get(index)
-                .filter(|s| s.id == consumer && !s.removed)
-            else {
-                continue; // subscribed again since: granted its whole queue anew
-            };
-            trace!(topic = %sub.name, permits, "FLOW held back for memory");
-            if let Err(e) = sub
-                .conn
-                .send_control(commands::flow(consumer, permits))
-                .await
-            {
-                debug!(topic = %sub.name, error = %e, "withheld FLOW not sent");
-            }
-        }
+        self.send_withheld(released).await;
     }
 }
 

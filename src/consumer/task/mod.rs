@@ -27,6 +27,45 @@ pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
 
+/// FLOWs held back: (sub index, the consumer id they are for, permits).
+type WithheldFlows = Vec<(usize, ConsumerId, u32)>;
+
+/// Adds `permits` for `consumer` (of sub `index`) to the FLOWs held back.
+fn withhold_flow(withheld: &mut WithheldFlows, index: usize, consumer: ConsumerId, permits: u32) {
+    match withheld
+        .iter_mut()
+        .find(|(i, c, _)| *i == index && *c == consumer)
+    {
+        Some((_, _, held)) => *held = held.saturating_add(permits),
+        None => withheld.push((index, consumer, permits)),
+    }
+}
+
+impl Driver {
+    /// Sends FLOWs that were held back, to the subs still under the
+    /// consumer id they were for (a sub subscribed again since was granted
+    /// its whole queue anew).
+    async fn send_withheld(&self, released: WithheldFlows) {
+        for (index, consumer, permits) in released {
+            let Some(sub) = self
+                .subs
+                .get(index)
+                .filter(|s| s.id == consumer && !s.removed)
+            else {
+                continue;
+            };
+            trace!(topic = %sub.name, permits, "FLOW held back goes out");
+            if let Err(e) = sub
+                .conn
+                .send_control(commands::flow(consumer, permits))
+                .await
+            {
+                debug!(topic = %sub.name, error = %e, "withheld FLOW not sent");
+            }
+        }
+    }
+}
+
 use command::Reply;
 use driver::Sub;
 
