@@ -77,6 +77,7 @@ pub mod ids;
 pub mod message_id;
 pub mod producer;
 pub mod proto;
+pub mod transaction;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
@@ -84,6 +85,7 @@ pub use connection::{Connection, ConnectionError};
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerError, Message, Reader};
 pub use error::{Error, Result};
 pub use message_id::MessageId;
+pub use transaction::{Transaction, TransactionError};
 
 /// The code examples of README.md and docs/, compiled as doctests.
 #[cfg(doctest)]

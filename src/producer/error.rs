@@ -127,6 +127,10 @@ pub enum ProducerError {
         /// The sequence id of the SEND (a batch's first message).
         sequence_id: u64,
     },
+    /// [`send_in`](super::Producer::send_in) could not add the topic
+    /// partition to the transaction, or the transaction is not open.
+    #[error(transparent)]
+    Transaction(#[from] crate::transaction::TransactionError),
     /// The producer was closed (by [`close`](super::Producer::close) or
     /// because every handle was dropped).
     #[error("producer closed")]

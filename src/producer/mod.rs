@@ -58,8 +58,10 @@ pub use limits::{DEFAULT_MEMORY_LIMIT, LimitExceeded, WhenFull};
 pub use message::{DeliverAt, ProducerMessage};
 pub use routing::{HashingScheme, RoutingMode};
 
+use crate::client::TopicName;
 use crate::clock;
 use crate::message_id::MessageId;
+use crate::transaction::Transaction;
 use routing::Router;
 use task::Cmd;
 
@@ -183,17 +185,82 @@ impl Producer {
         msg: impl Into<ProducerMessage>,
     ) -> Result<SendReceipt, ProducerError> {
         let msg = msg.into();
-        let lane = if self.inner.lanes.len() == 1 {
+        let lane = self.choose_lane(&msg);
+        self.queue(lane, msg).await
+    }
+
+    /// Queues `msg` in transaction `txn` and returns its receipt, as
+    /// [`send`](Self::send): the message is stored at once but delivered
+    /// to consumers only once `txn` commits, never if it aborts.
+    ///
+    /// The topic partition the message goes to is added to the transaction
+    /// (ADD_PARTITION_TO_TXN, once per partition) before the message is
+    /// sent, so the first send to a partition waits for the coordinator.
+    /// The transaction's commit waits for the receipt; a send that fails
+    /// makes the commit abort the transaction instead.
+    ///
+    /// # Errors
+    /// [`ProducerError::Transaction`] if the transaction is not open (ended,
+    /// ending or timed out) or the coordinator refused the partition; the
+    /// errors of [`send`](Self::send).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: pulsar_wire::Client, producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+    /// let txn = client.transaction().begin().await?;
+    /// let receipt = producer.send_in(&txn, "hello").await?;
+    /// txn.commit().await?;
+    /// let id = receipt.await?; // answered before the commit went out
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_in(
+        &self,
+        txn: &Transaction,
+        msg: impl Into<ProducerMessage>,
+    ) -> Result<SendReceipt, ProducerError> {
+        let msg = msg.into();
+        let lane = self.choose_lane(&msg);
+        let partition = match self.inner.lanes.len() {
+            1 => self.inner.topic.clone(),
+            _ => TopicName::parse(&self.inner.topic)
+                .map(|t| {
+                    t.partition(u32::try_from(lane).unwrap_or(u32::MAX))
+                        .to_string()
+                })
+                .unwrap_or_else(|_| self.inner.topic.clone()),
+        };
+        let op = txn.produce_to(&partition).await?;
+        let queued = self.queue(lane, msg.in_txn(txn.id())).await?;
+        let ended = queued.ended.clone();
+        // The transaction learns the outcome even if the receipt is dropped.
+        let (reply, receipt) = oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = queued.await;
+            op.finish(outcome.is_ok());
+            let _ = reply.send(outcome);
+        });
+        Ok(SendReceipt { receipt, ended })
+    }
+
+    fn choose_lane(&self, msg: &ProducerMessage) -> usize {
+        if self.inner.lanes.len() == 1 {
             0
         } else {
             let mut router = self.inner.router.lock().unwrap_or_else(|e| e.into_inner());
             router.choose(clock::now(), msg.get_key()) as usize
-        };
+        }
+    }
+
+    async fn queue(&self, lane: usize, msg: ProducerMessage) -> Result<SendReceipt, ProducerError> {
         let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
         let lane = &self.inner.lanes[lane];
         lane.tx
-            .send(Cmd::Send { msg, reply, permit })
+            .send(Cmd::Send {
+                msg: Box::new(msg),
+                reply,
+                permit,
+            })
             .await
             .map_err(|_| task::gone(&lane.ended))?;
         Ok(SendReceipt {

@@ -41,7 +41,7 @@ pub(crate) type Reply = oneshot::Sender<Result<MessageId, ProducerError>>;
 /// What the handle asks of the driver.
 pub(crate) enum Cmd {
     Send {
-        msg: ProducerMessage,
+        msg: Box<ProducerMessage>,
         reply: Reply,
         /// The message's share of the client's memory limit, held until it is answered.
         permit: OwnedSemaphorePermit,
@@ -193,7 +193,7 @@ impl Driver {
                 },
                 fresh = self.link.attempt(), if self.dead.is_none() && !up => self.on_attempt(fresh),
                 cmd = cmds.recv(), if accepting => match cmd {
-                    Some(Cmd::Send { msg, reply, permit }) => self.on_send(msg, reply, permit),
+                    Some(Cmd::Send { msg, reply, permit }) => self.on_send(*msg, reply, permit),
                     Some(Cmd::Flush(done)) => self.on_flush(done),
                     Some(Cmd::Close(done)) => self.start_close(Some(done)),
                     None => self.start_close(None),

@@ -17,4 +17,5 @@ mod secured;
 mod service_url;
 #[cfg(feature = "tls")]
 mod tls;
+mod transactions;
 mod wire;

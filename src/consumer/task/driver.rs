@@ -199,6 +199,24 @@ impl Driver {
                 cumulative,
                 reply,
             } => self.ack(&topic, id, batch_size, cumulative, reply).await,
+            Command::AckInTxn {
+                topic,
+                id,
+                batch_size,
+                cumulative,
+                txn,
+                on_end,
+                reply,
+            } => {
+                let ack = txn_acks::TxnAck {
+                    id,
+                    batch_size,
+                    cumulative,
+                    txn,
+                    on_end,
+                };
+                self.ack_in_txn(&topic, ack, reply);
+            }
             Command::Nack {
                 topic,
                 id,
@@ -243,7 +261,7 @@ impl Driver {
         false
     }
 
-    fn find(&self, topic: &str) -> Option<usize> {
+    pub(super) fn find(&self, topic: &str) -> Option<usize> {
         self.subs.iter().position(|s| &*s.name == topic)
     }
 

@@ -15,6 +15,7 @@ mod driver;
 mod execute;
 mod forward;
 mod resubscribe;
+mod txn_acks;
 
 pub(crate) use attach::expand;
 pub(crate) use command::{Activity, Command};
