@@ -2,6 +2,7 @@
 //! (`scripts/apache-pulsar-txn`; skipped without it), and the typed error where there is none.
 
 mod acks;
+mod exactly_once;
 mod visibility;
 
 use std::collections::BTreeSet;
