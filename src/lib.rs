@@ -102,4 +102,6 @@ mod documentation {
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
     struct Protocol;
+    #[doc = include_str!("../docs/transactions.md")]
+    struct Transactions;
 }
