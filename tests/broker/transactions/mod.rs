@@ -3,6 +3,7 @@
 
 mod acks;
 mod exactly_once;
+mod java;
 mod visibility;
 
 use std::collections::BTreeSet;
