@@ -367,11 +367,12 @@ impl Consumer {
     /// [`nack`](Self::nack).
     ///
     /// # Errors
-    /// [`ConsumerError::Transaction`] if the transaction is not open or the
-    /// coordinator refused the subscription, [`ConsumerError::Request`] if
-    /// the broker refused the ACK (a conflict with another transaction's
-    /// ack of the message, say), [`ConsumerError::ForeignMessage`],
-    /// [`ConsumerError::Closed`].
+    /// [`ConsumerError::Transaction`] if the transaction is not open, the
+    /// coordinator refused the subscription, or the broker refused the ACK
+    /// for the transaction's sake ([`TransactionError::Conflict`](crate::TransactionError::Conflict)
+    /// when another open transaction acked the message);
+    /// [`ConsumerError::Request`] if the broker refused the ACK otherwise;
+    /// [`ConsumerError::ForeignMessage`], [`ConsumerError::Closed`].
     ///
     /// # Examples
     /// ```no_run

@@ -7,7 +7,10 @@
 //! it; the transaction's commit waits for every ack's answer.
 
 use super::*;
-use crate::transaction::{EndHook, Transaction};
+use crate::connection::ConnectionError;
+use crate::ids::TxnId;
+use crate::proto::ServerError;
+use crate::transaction::{EndHook, Transaction, TransactionError};
 
 /// One transactional ack, as the handle asked for it.
 #[derive(Debug)]
@@ -38,6 +41,27 @@ fn ack_id(id: MessageId, batch_size: Option<u32>, cumulative: bool) -> crate::pr
     data.ack_set = words.into_iter().map(|w| w as i64).collect();
     data.batch_size = i32::try_from(size).ok();
     data
+}
+
+/// The broker's refusal of a transactional ACK: typed as a transaction
+/// error when it is about the transaction (a conflict with another
+/// transaction's ack of the message, a transaction it does not know or
+/// that is not open).
+fn refused(topic: &str, txn: TxnId, source: ConnectionError) -> ConsumerError {
+    match &source {
+        ConnectionError::Server {
+            code:
+                ServerError::TransactionConflict
+                | ServerError::TransactionNotFound
+                | ServerError::InvalidTxnStatus,
+            ..
+        } => TransactionError::from_request("ACK", txn.most_bits, Some(txn), source).into(),
+        _ => ConsumerError::Request {
+            op: "ACK",
+            topic: topic.to_owned(),
+            source,
+        },
+    }
 }
 
 impl Driver {
@@ -78,11 +102,11 @@ impl Driver {
                 })
                 .await;
             op.finish(answer.is_ok());
-            let _ = reply.send(answer.map(drop).map_err(|source| ConsumerError::Request {
-                op: "ACK",
-                topic: name,
-                source,
-            }));
+            let _ = reply.send(
+                answer
+                    .map(drop)
+                    .map_err(|source| refused(&name, txn, source)),
+            );
         });
     }
 }

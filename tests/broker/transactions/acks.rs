@@ -1,8 +1,9 @@
 //! Acks in a transaction: applied on commit, undone on abort (the
 //! messages come back).
 
+use pulsar_wire::ConsumerError;
 use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
-use pulsar_wire::transaction::TransactionState;
+use pulsar_wire::transaction::{TransactionError, TransactionState};
 
 use super::{set, text};
 use crate::common::txn::TxnBroker;
@@ -143,6 +144,47 @@ async fn acks_of_a_committed_transaction_are_applied() {
         10
     );
     txn.commit().await.expect("commit");
+    assert_eq!(
+        admin::subscription_backlog(&broker.admin_url, &topic, "sub").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_ack_of_a_message_another_open_transaction_acked_is_a_conflict_and_its_commit_aborts() {
+    let Some(broker) = TxnBroker::get() else {
+        return;
+    };
+    let client = broker.client().await;
+    let topic = unique_topic("txn-ack-conflict");
+    let mut consumer = crate::common::shared_from_start(&client, &topic, "sub").await;
+    produce(&client, &topic, 1).await;
+    let msg = guard("receive", consumer.receive()).await.expect("receive");
+    let first = client.transaction().begin().await.expect("begin");
+    let second = client.transaction().begin().await.expect("begin");
+    consumer
+        .ack_in(&first, &msg)
+        .await
+        .expect("ack in the first");
+    let err = consumer
+        .ack_in(&second, &msg)
+        .await
+        .expect_err("acked in the first");
+    assert!(
+        matches!(
+            err,
+            ConsumerError::Transaction(TransactionError::Conflict { op: "ACK", .. })
+        ),
+        "{err:?}"
+    );
+    // The second's commit finds its failed ack and aborts instead.
+    let err = second.commit().await.expect_err("a failed ack");
+    assert!(
+        matches!(err, TransactionError::OperationFailed { failed: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(second.state(), TransactionState::Aborted);
+    first.commit().await.expect("commit the first");
     assert_eq!(
         admin::subscription_backlog(&broker.admin_url, &topic, "sub").await,
         0
