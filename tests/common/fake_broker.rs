@@ -262,6 +262,19 @@ pub mod answer {
         }
     }
 
+    /// END_TXN_RESPONSE refusing the end with `code`.
+    pub fn end_txn_refused(request: u64, code: ServerError, message: &str) -> BaseCommand {
+        BaseCommand {
+            end_txn_response: Some(Box::new(proto::CommandEndTxnResponse {
+                request_id: request,
+                error: Some(code as i32),
+                message: Some(message.into()),
+                ..proto::CommandEndTxnResponse::default()
+            })),
+            ..base(Type::EndTxnResponse)
+        }
+    }
+
     pub fn partitions(request: u64, partitions: u32) -> BaseCommand {
         BaseCommand {
             partition_metadata_response: Some(Box::new(

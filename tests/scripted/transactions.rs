@@ -156,3 +156,64 @@ async fn a_coordinator_that_stays_missing_is_tried_again_then_reported_typed() {
         "{err:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_the_coordinator_answers_after_it_timed_the_transaction_out_is_timed_out() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client(&net, &mut svc).await;
+    let timeout = Duration::from_secs(5);
+    let begin = tokio::spawn({
+        let client = client.clone();
+        async move { client.transaction().timeout(timeout).begin().await }
+    });
+    let metadata = broker.expect(Type::PartitionedMetadata).await;
+    broker
+        .send(answer::partitions(request_id(&metadata), 1))
+        .await;
+    answer_lookup(&mut broker).await;
+    let connect = broker.expect(Type::TcClientConnectRequest).await;
+    broker
+        .send(answer::tc_connected(request_id(&connect), None))
+        .await;
+    let new_txn = broker.expect(Type::NewTxn).await;
+    broker
+        .send(answer::new_txn(request_id(&new_txn), 0, 7))
+        .await;
+    let txn = guard("begin", begin).await.expect("task").expect("begin");
+
+    // Commit just inside the timeout; the coordinator's answer comes after
+    // it: it aborted the transaction meanwhile and no longer knows it.
+    tokio::time::advance(timeout - Duration::from_millis(100)).await;
+    let commit = tokio::spawn({
+        let txn = txn.clone();
+        async move { txn.commit().await }
+    });
+    let end = broker.expect(Type::EndTxn).await;
+    let body = end.command.end_txn.as_ref().expect("body");
+    assert_eq!(
+        body.txn_action,
+        Some(pulsar_wire::proto::TxnAction::Commit as i32)
+    );
+    tokio::time::advance(Duration::from_millis(200)).await;
+    broker
+        .send(answer::end_txn_refused(
+            body.request_id,
+            ServerError::TransactionNotFound,
+            "transaction (0,7) not found",
+        ))
+        .await;
+
+    let err = guard("commit", commit)
+        .await
+        .expect("task")
+        .expect_err("timed out");
+    assert!(
+        matches!(err, TransactionError::TimedOut { timeout: t, .. } if t == timeout),
+        "{err:?}"
+    );
+    assert_eq!(
+        txn.state(),
+        pulsar_wire::transaction::TransactionState::TimedOut
+    );
+}
