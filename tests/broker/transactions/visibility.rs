@@ -213,3 +213,68 @@ async fn a_client_without_transactions_enabled_says_so() {
     let err = client.transaction().begin().await.expect_err("not enabled");
     assert!(matches!(err, TransactionError::NotEnabled), "{err:?}");
 }
+
+async fn commit_on_partitioned(partitions: u32) {
+    let Some(broker) = TxnBroker::get() else {
+        return;
+    };
+    let client = broker.client().await;
+    let topic = unique_topic("txn-partitioned");
+    crate::common::admin::create_partitioned_topic(&broker.admin_url, &topic, partitions).await;
+    let mut consumer = crate::common::shared_from_start(&client, &topic, "sub").await;
+    let producer = client
+        .producer(&topic)
+        .routing_mode(pulsar_wire::producer::RoutingMode::RoundRobin)
+        .create()
+        .await
+        .expect("producer");
+    let txn = client
+        .transaction()
+        .timeout(Duration::from_secs(5))
+        .begin()
+        .await
+        .expect("begin");
+    for i in 0..20 {
+        let receipt = producer
+            .send_in(&txn, format!("txn-{i}"))
+            .await
+            .expect("queue");
+        receipt.await.expect("stored");
+    }
+    txn.commit().await.expect("commit");
+    // One marker per partition: every partition's messages before it.
+    let mut seen = Vec::new();
+    for p in 0..partitions {
+        let marker = format!("after-{p}");
+        let lane = client
+            .producer(format!("{topic}-partition-{p}"))
+            .create()
+            .await
+            .expect("partition producer");
+        let receipt = lane.send(marker).await.expect("queue");
+        receipt.await.expect("stored");
+    }
+    let mut markers = 0;
+    guard("every partition's marker", async {
+        while markers < partitions {
+            let msg = consumer.receive().await.expect("receive");
+            consumer.ack(&msg).await.expect("ack");
+            match text(&msg) {
+                t if t.starts_with("after-") => markers += 1,
+                t => seen.push(t),
+            }
+        }
+    })
+    .await;
+    assert_eq!(set(seen), set((0..20).map(|i| format!("txn-{i}"))));
+}
+
+#[tokio::test]
+async fn a_transaction_on_a_partitioned_topic_commits_on_every_partition() {
+    commit_on_partitioned(3).await;
+}
+
+#[tokio::test]
+async fn a_transaction_on_a_topic_of_one_partition_commits_on_that_partition() {
+    commit_on_partitioned(1).await;
+}
