@@ -263,7 +263,10 @@ impl ProducerBuilder {
         let lanes = created
             .into_iter()
             .zip(recipes)
-            .map(|(c, recipe)| task::spawn(c, recipe, settings.clone()))
+            .zip(&targets)
+            .map(|((c, recipe), (topic, _))| {
+                (task::spawn(c, recipe, settings.clone()), topic.to_string())
+            })
             .collect();
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);

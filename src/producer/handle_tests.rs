@@ -37,7 +37,7 @@ fn producer(panics: bool) -> Producer {
     Producer::new(
         "t".into(),
         vec!["t".into()],
-        vec![Lane { tx, ended }],
+        vec![(Lane { tx, ended }, "t".into())],
         router,
         memory,
     )

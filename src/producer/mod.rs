@@ -58,7 +58,6 @@ pub use limits::{DEFAULT_MEMORY_LIMIT, LimitExceeded, WhenFull};
 pub use message::{DeliverAt, ProducerMessage};
 pub use routing::{HashingScheme, RoutingMode};
 
-use crate::client::TopicName;
 use crate::clock;
 use crate::message_id::MessageId;
 use crate::transaction::Transaction;
@@ -86,6 +85,8 @@ struct Inner {
     topic: String,
     names: Vec<String>,
     lanes: Vec<task::Lane>,
+    /// The topic each lane produces to: the topic, or its partition.
+    lane_topics: Vec<String>,
     router: Mutex<Router>,
     /// The client's memory budget, its size, and what to do when it is used up.
     memory: (Arc<Semaphore>, usize, WhenFull),
@@ -95,15 +96,17 @@ impl Producer {
     fn new(
         topic: String,
         names: Vec<String>,
-        lanes: Vec<task::Lane>,
+        lanes: Vec<(task::Lane, String)>,
         router: Router,
         memory: (Arc<Semaphore>, usize, WhenFull),
     ) -> Self {
+        let (lanes, lane_topics) = lanes.into_iter().unzip();
         Self {
             inner: Arc::new(Inner {
                 topic,
                 names,
                 lanes,
+                lane_topics,
                 router: Mutex::new(router),
                 memory,
             }),
@@ -220,16 +223,7 @@ impl Producer {
     ) -> Result<SendReceipt, ProducerError> {
         let msg = msg.into();
         let lane = self.choose_lane(&msg);
-        let partition = match self.inner.lanes.len() {
-            1 => self.inner.topic.clone(),
-            _ => TopicName::parse(&self.inner.topic)
-                .map(|t| {
-                    t.partition(u32::try_from(lane).unwrap_or(u32::MAX))
-                        .to_string()
-                })
-                .unwrap_or_else(|_| self.inner.topic.clone()),
-        };
-        let op = txn.produce_to(&partition).await?;
+        let op = txn.produce_to(&self.inner.lane_topics[lane]).await?;
         let queued = self.queue(lane, msg.in_txn(txn.id())).await?;
         let ended = queued.ended.clone();
         // The transaction learns the outcome even if the receipt is dropped.
