@@ -190,3 +190,35 @@ async fn an_ack_of_a_message_another_open_transaction_acked_is_a_conflict_and_it
         0
     );
 }
+
+#[tokio::test]
+async fn acks_of_a_committed_transaction_are_applied_on_every_partition() {
+    let Some(broker) = TxnBroker::get() else {
+        return;
+    };
+    let client = broker.client().await;
+    let topic = unique_topic("txn-ack-partitioned");
+    admin::create_partitioned_topic(&broker.admin_url, &topic, 2).await;
+    let mut consumer = crate::common::shared_from_start(&client, &topic, "sub").await;
+    produce(&client, &topic, 10).await;
+    let txn = client.transaction().begin().await.expect("begin");
+    let mut partitions = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let msg = guard("receive", consumer.receive()).await.expect("receive");
+        partitions.insert(msg.topic().to_owned());
+        consumer.ack_in(&txn, &msg).await.expect("ack in txn");
+    }
+    assert_eq!(
+        partitions.len(),
+        2,
+        "both partitions delivered: {partitions:?}"
+    );
+    txn.commit().await.expect("commit");
+    for partition in &partitions {
+        assert_eq!(
+            admin::subscription_backlog(&broker.admin_url, partition, "sub").await,
+            0,
+            "{partition}"
+        );
+    }
+}
