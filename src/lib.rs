@@ -74,9 +74,11 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod ids;
+pub mod interceptor;
 pub mod message_id;
 pub mod producer;
 pub mod proto;
+pub mod stats;
 pub mod transaction;
 pub mod wire;
 

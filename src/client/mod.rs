@@ -65,6 +65,8 @@ struct Inner {
     behind_proxy: AtomicBool,
     /// The transaction coordinators, with transactions enabled.
     coordinators: Option<crate::transaction::coordinator::Coordinators>,
+    /// The stats interval and the metrics exporter.
+    stats: crate::stats::StatsSettings,
 }
 
 impl Client {
@@ -160,6 +162,11 @@ impl Client {
         (&self.inner.memory, self.inner.memory_limit)
     }
 
+    /// What producers and consumers record beyond their counters.
+    pub(crate) fn stats_settings(&self) -> &crate::stats::StatsSettings {
+        &self.inner.stats
+    }
+
     /// Closes every connection (flushing what is queued on them); requests
     /// still waiting fail with [`ConnectionError::Closed`](crate::connection::ConnectionError::Closed),
     /// and later calls with [`ClientError::Closed`]. Affects all clones.
@@ -184,6 +191,8 @@ pub struct ClientBuilder {
     transactions: bool,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
+    /// Set by the methods in `crate::stats`.
+    pub(crate) stats: crate::stats::StatsSettings,
 }
 
 impl Default for ClientBuilder {
@@ -201,6 +210,7 @@ impl Default for ClientBuilder {
             transactions: false,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
+            stats: crate::stats::StatsSettings::default(),
         }
     }
 }
@@ -247,10 +257,12 @@ impl ClientBuilder {
     }
 
     /// How many payload bytes all producers of the client may hold before
-    /// their receipts (batched or in flight). When it is used up, `send`
-    /// waits or fails, as each producer's
-    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says.
-    /// Default 64 MiB.
+    /// their receipts (batched or in flight), together with what the
+    /// consumers' receiver queues hold. When it is used up, `send` waits or
+    /// fails, as each producer's
+    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says, and
+    /// a consumer whose queue holds messages grants the broker no more
+    /// permits until bytes are released. Default 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
         self
@@ -435,6 +447,7 @@ impl ClientBuilder {
                 memory_limit: self.memory_limit,
                 behind_proxy: AtomicBool::new(false),
                 coordinators: self.transactions.then(Default::default),
+                stats: self.stats,
             }),
         })
     }

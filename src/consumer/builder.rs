@@ -1,10 +1,13 @@
 //! [`ConsumerBuilder`]: a consumer's settings, checked in the final
 //! [`subscribe`](ConsumerBuilder::subscribe).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, TopicName};
+use crate::interceptor::ConsumerInterceptor;
 
+use super::batch_receive::BatchReceivePolicy;
 use super::core::chunks::ChunkLimits;
 use super::core::config::{CoreConfig, SubscriptionType};
 use super::core::dead_letter::DeadLetterPolicy;
@@ -19,13 +22,20 @@ use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
 /// of the application.
 pub const DEFAULT_RECEIVER_QUEUE_SIZE: u32 = 1000;
 
+/// The default bound on the receiver queues of all partitions of a
+/// partitioned topic together, as Java's
+/// `maxTotalReceiverQueueSizeAcrossPartitions`.
+pub const DEFAULT_MAX_TOTAL_RECEIVER_QUEUE_SIZE: u32 = 50_000;
+
 /// Configures a consumer; made by [`Client::consumer`], finished by
 /// [`subscribe`](Self::subscribe). Settings are checked there, so a bad one
 /// is a typed error, never a panic.
 ///
 /// Defaults: an Exclusive, durable subscription starting at the latest
-/// message, a receiver queue of 1000, no consumer name, priority level 0,
-/// fire-and-forget acks, no ack timeout, immediate nacks (coalesced into
+/// message, a receiver queue of 1000 (50,000 across the partitions of a
+/// partitioned topic), no consumer name, priority level 0,
+/// fire-and-forget acks, no batch index ack, batch receives of at most
+/// 100 messages, 10 MiB or 100 ms, no ack timeout, immediate nacks (coalesced into
 /// one rewind on Exclusive and Failover, see
 /// [`nack_policy`](Self::nack_policy)), no dead-letter policy, no retry
 /// letters.
@@ -49,6 +59,10 @@ pub struct ConsumerBuilder {
     pub(crate) topics: Vec<String>,
     pub(crate) options: SubscribeOptions,
     pub(crate) receiver_queue_size: u32,
+    /// The bound on the receiver queues of one partitioned topic's partitions together.
+    pub(crate) max_total_receiver_queue_size: u32,
+    /// What one `receive_batch` waits for.
+    pub(crate) batch_receive: BatchReceivePolicy,
     pub(crate) ack_receipts: bool,
     pub(crate) ack_group_time: Option<Duration>,
     /// Ack timeout, its tick and backoff, the nack and dead-letter policies
@@ -60,6 +74,8 @@ pub struct ConsumerBuilder {
     pub(crate) crypto_failure_action: CryptoFailureAction,
     /// Bounds on the chunked messages being assembled.
     pub(crate) chunks: ChunkLimits,
+    /// Told of every message handed out and of the answers to it.
+    pub(crate) interceptors: Vec<Arc<dyn ConsumerInterceptor>>,
 }
 
 impl ConsumerBuilder {
@@ -73,13 +89,25 @@ impl ConsumerBuilder {
                 ..SubscribeOptions::default()
             },
             receiver_queue_size: DEFAULT_RECEIVER_QUEUE_SIZE,
+            max_total_receiver_queue_size: DEFAULT_MAX_TOTAL_RECEIVER_QUEUE_SIZE,
+            batch_receive: BatchReceivePolicy::default(),
             ack_receipts: false,
             ack_group_time: None,
             delivery: CoreConfig::default(),
             retry: false,
             crypto_failure_action: CryptoFailureAction::default(),
             chunks: ChunkLimits::default(),
+            interceptors: Vec::new(),
         }
+    }
+
+    /// Adds `interceptor`: it sees every message before the application
+    /// gets it, and every ack, nack and ack timeout (see
+    /// [`ConsumerInterceptor`]). Several are called in the order added.
+    /// None by default.
+    pub fn interceptor(mut self, interceptor: impl ConsumerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
     }
 
     /// Also consumes `topic`: one consumer over all its topics (messages
@@ -99,6 +127,16 @@ impl ConsumerBuilder {
     /// Only valid with [`SubscriptionType::KeyShared`].
     pub fn key_shared_policy(mut self, policy: KeySharedPolicy) -> Self {
         self.options.key_shared = Some(policy);
+        self
+    }
+
+    /// Key_Shared: lets the broker deliver a key's messages out of order
+    /// (default false). With it the broker does not hold a key back while
+    /// a consumer that joined later waits for older messages of that key
+    /// to be acked; Java's `KeySharedPolicy.setAllowOutOfOrderDelivery`.
+    /// Only valid with [`SubscriptionType::KeyShared`].
+    pub fn allow_out_of_order_delivery(mut self, allow: bool) -> Self {
+        self.options.allow_out_of_order_delivery = allow;
         self
     }
 
@@ -138,10 +176,51 @@ impl ConsumerBuilder {
     }
 
     /// How many messages the broker may push ahead of the application
-    /// (default 1000, at least 1). Permits are granted again once the
-    /// application has taken half.
+    /// (default 1000). Permits are granted again once the application has
+    /// taken half.
+    ///
+    /// Zero prefetches nothing, as Java's zero-queue consumer: each
+    /// [`receive`](super::Consumer::receive) grants the broker one permit
+    /// and waits for that message (so [`try_receive`](super::Consumer::try_receive)
+    /// finds nothing the broker sent unasked). A zero queue takes one
+    /// topic that is not partitioned, without retry letters;
+    /// [`subscribe`](Self::subscribe) refuses it otherwise with
+    /// [`ConsumerError::ZeroQueueNeedsOneTopic`]. It cannot take batched
+    /// messages: a batch arriving closes the consumer and the pending and
+    /// later receives fail with [`ConsumerError::BatchOnZeroQueue`]
+    /// (Java closes the consumer too).
     pub fn receiver_queue_size(mut self, size: u32) -> Self {
         self.receiver_queue_size = size;
+        self
+    }
+
+    /// Bounds the receiver queues of a partitioned topic's partitions
+    /// together (default 50,000, as Java's
+    /// `maxTotalReceiverQueueSizeAcrossPartitions`): each partition gets
+    /// `min(receiver_queue_size, total / partitions)`, at least 1.
+    pub fn max_total_receiver_queue_size_across_partitions(mut self, total: u32) -> Self {
+        self.max_total_receiver_queue_size = total;
+        self
+    }
+
+    /// Acks batch members one by one (default false): each ack goes to the
+    /// broker at once with the entry's `ack_set`, and members acked are
+    /// not delivered again after a restart or redelivery. The broker must
+    /// have `acknowledgmentAtBatchIndexLevelEnabled` (Apache Pulsar's
+    /// default is off); without it the broker treats a member ack as
+    /// nothing, and the entry is acked when all members are. Off, the
+    /// consumer acks the entry once every member is acked, and a restart
+    /// before that brings every member of the entry again.
+    pub fn batch_index_ack(mut self, enabled: bool) -> Self {
+        self.delivery.batch_index_ack_enabled = enabled;
+        self
+    }
+
+    /// What one [`receive_batch`](super::Consumer::receive_batch) waits
+    /// for (default: 100 messages, 10 MiB or 100 ms, as Java's
+    /// `BatchReceivePolicy.DEFAULT_POLICY`).
+    pub fn batch_receive_policy(mut self, policy: BatchReceivePolicy) -> Self {
+        self.batch_receive = policy;
         self
     }
 
@@ -400,8 +479,14 @@ impl ConsumerBuilder {
         if self.ack_group_time.is_some_and(|t| t.is_zero()) {
             return Err(ConsumerError::ZeroAckGroupTime);
         }
-        if self.receiver_queue_size == 0 {
-            return Err(ConsumerError::ZeroReceiverQueue);
+        if self.max_total_receiver_queue_size == 0 {
+            return Err(ConsumerError::ZeroTotalReceiverQueue);
+        }
+        self.batch_receive.validate()?;
+        if self.receiver_queue_size == 0 && (self.topics.len() > 1 || self.retry) {
+            return Err(ConsumerError::ZeroQueueNeedsOneTopic {
+                topics: self.topics.len() + usize::from(self.retry),
+            });
         }
         self.options.validate()?;
         let core = self.core_config();

@@ -28,9 +28,22 @@ pub enum ConsumerError {
     /// The subscription name is empty.
     #[error("the subscription name is empty")]
     EmptySubscription,
-    /// The receiver queue must hold at least one message.
-    #[error("receiver_queue_size must be at least 1")]
-    ZeroReceiverQueue,
+    /// A zero receiver queue on a consumer of several topics, of a
+    /// partitioned topic or with retry letters (Java refuses it too).
+    #[error(
+        "a zero receiver queue needs one topic that is not partitioned; this consumer has {topics}"
+    )]
+    ZeroQueueNeedsOneTopic {
+        /// How many topics (partitions, the retry-letter topic) it has.
+        topics: usize,
+    },
+    /// The bound on the receiver queues across partitions must be at least 1.
+    #[error("max_total_receiver_queue_size_across_partitions must be at least 1")]
+    ZeroTotalReceiverQueue,
+    /// A batch receive policy without any bound: no message count, no byte
+    /// size and no timeout.
+    #[error("a batch receive policy needs a message count, a byte size or a timeout")]
+    UnboundedBatchReceive,
     /// An ack group time, when set, must be longer than zero.
     #[error("ack_group_time, when set, must be longer than zero")]
     ZeroAckGroupTime,
@@ -101,6 +114,23 @@ pub enum ConsumerError {
     /// [`enable_retry`](super::ConsumerBuilder::enable_retry).
     #[error("reconsume_later needs a consumer built with enable_retry(true)")]
     RetryNotEnabled,
+    /// A batched message reached a consumer with a zero receiver queue,
+    /// which cannot take batches (as in Java). The consumer closed itself:
+    /// this call and every later receive fail with this error. The batch
+    /// was not acked; it stays in the subscription.
+    #[error(
+        "batched message {id} on {topic} reached a consumer with a zero receiver queue; the consumer is closed"
+    )]
+    BatchOnZeroQueue {
+        /// The topic it came from.
+        topic: String,
+        /// The batch entry's id.
+        id: crate::message_id::MessageId,
+    },
+    /// [`receive_batch`](super::Consumer::receive_batch) on a consumer
+    /// with a zero receiver queue (it has no queue to gather a batch in).
+    #[error("receive_batch needs a receiver queue; this consumer's is zero")]
+    BatchReceiveOnZeroQueue,
     /// The consumer was closed (or unsubscribed); no more calls.
     #[error("the consumer is closed")]
     Closed,
@@ -245,7 +275,7 @@ impl ConsumerError {
     /// task is gone: every later call fails.
     pub fn is_closed(&self) -> bool {
         match self {
-            Self::Closed | Self::TaskFailed => true,
+            Self::Closed | Self::TaskFailed | Self::BatchOnZeroQueue { .. } => true,
             Self::Client { source, .. } => source.is_closed(),
             _ => false,
         }
@@ -272,6 +302,7 @@ impl ConsumerError {
                 | Self::Request { .. }
                 | Self::UnexpectedResponse { .. }
                 | Self::Lost { .. }
+                | Self::BatchOnZeroQueue { .. }
                 | Self::AckNotSent { .. }
                 | Self::Letter { .. }
                 | Self::InitialSubscription { .. }
@@ -285,9 +316,6 @@ impl ConsumerError {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The receiver queue must hold at least one message.
-    #[error("receiver_queue_size must be at least 1")]
-    ZeroReceiverQueue,
     /// The ack-timeout tick must be longer than zero.
     #[error("the ack-timeout tick must be longer than zero")]
     ZeroTick,

@@ -158,6 +158,14 @@ impl Message {
     }
 }
 
+impl crate::consumer::core::receiver_queue::QueuedBytes for Message {
+    /// The payload: what the receiver queue holds of it against the
+    /// client's memory limit and a batch receive's byte bound.
+    fn queued_bytes(&self) -> usize {
+        self.0.payload.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@
 //! - `task/`: the driver that subscribes (and subscribes again), feeds the
 //!   core and carries out its actions on the wire.
 
+mod batch_receive;
 mod builder;
 pub(crate) mod core;
 mod crypto;
@@ -46,7 +47,10 @@ pub use self::core::nack::{NackPolicy, RedeliveryBackoff};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use self::core::unacked::UnackedTracker;
-pub use builder::{ConsumerBuilder, DEFAULT_RECEIVER_QUEUE_SIZE};
+pub use batch_receive::{BatchReceivePolicy, Messages};
+pub use builder::{
+    ConsumerBuilder, DEFAULT_MAX_TOTAL_RECEIVER_QUEUE_SIZE, DEFAULT_RECEIVER_QUEUE_SIZE,
+};
 pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadable};
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
@@ -64,7 +68,9 @@ use std::task::{Context, Poll, ready};
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::interceptor::Chain;
 use crate::message_id::MessageId;
+use crate::stats::ConsumerRecorder;
 use crate::wire::commands::SeekTarget;
 
 /// A consumer: receives the messages of its subscription and acknowledges
@@ -106,6 +112,8 @@ pub struct Consumer {
     /// Set by the task when it stops as asked (close, unsubscribe, every
     /// handle dropped); unset when a handle finds it gone, it panicked.
     ended: Arc<AtomicBool>,
+    /// What the task (and retries) counted.
+    stats: Arc<ConsumerRecorder>,
 }
 
 impl Clone for Consumer {
@@ -119,6 +127,7 @@ impl Clone for Consumer {
             letters: self.letters.clone(),
             ack_receipts: self.ack_receipts,
             ended: self.ended.clone(),
+            stats: self.stats.clone(),
         }
     }
 }
@@ -130,7 +139,8 @@ impl ConsumerBuilder {
     /// # Errors
     /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
     /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
-    /// [`ConsumerError::ZeroReceiverQueue`], [`ConsumerError::NegativePriority`],
+    /// [`ConsumerError::ZeroQueueNeedsOneTopic`], [`ConsumerError::ZeroTotalReceiverQueue`],
+    /// [`ConsumerError::UnboundedBatchReceive`], [`ConsumerError::NegativePriority`],
     /// the Key_Shared policy errors, [`ConsumerError::Config`] for a delivery
     /// setting the core refuses (or a dead-letter policy on Exclusive or
     /// Failover). Then [`ConsumerError::Client`] if a
@@ -139,6 +149,8 @@ impl ConsumerBuilder {
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
         let mut topics = self.validate()?;
         let core = self.core_config();
+        let first = topics.first().map_or("", |t| t.as_str());
+        let stats = ConsumerRecorder::for_consumer(&self.client, first, &self.options.subscription);
         let letters = match (&core.dead_letter, topics.first()) {
             (Some(policy), Some(first)) => {
                 let names = letters::copy::LetterTopics::new(
@@ -153,7 +165,8 @@ impl ConsumerBuilder {
                         topics.push(retry);
                     }
                 }
-                Some(Arc::new(letters::Letters::new(self.client.clone(), names)))
+                let letters = letters::Letters::new(self.client.clone(), names);
+                Some(Arc::new(letters.counted_in(stats.clone())))
             }
             _ => None,
         };
@@ -166,8 +179,21 @@ impl ConsumerBuilder {
             crypto_failure_action: self.crypto_failure_action,
             chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
+            max_total_receiver_queue_size: self.max_total_receiver_queue_size,
+            batch_receive: self.batch_receive,
+            stats: stats.clone(),
+            interceptors: Chain::new(self.interceptors.clone()),
         };
+        let single = topics.first().cloned();
         let partitions = task::expand(&self.client, topics).await?;
+        if self.receiver_queue_size == 0
+            && (partitions.len() != 1 || partitions.first() != single.as_ref())
+        {
+            // As Java: a partitioned topic's consumer needs a queue.
+            return Err(ConsumerError::ZeroQueueNeedsOneTopic {
+                topics: partitions.len(),
+            });
+        }
         let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
         // Dropped half-way, this leaves nothing behind on the broker: what
@@ -187,6 +213,7 @@ impl ConsumerBuilder {
             letters,
             ack_receipts: self.ack_receipts,
             ended,
+            stats,
         })
     }
 }
@@ -200,6 +227,25 @@ impl Consumer {
     /// The subscription type.
     pub fn subscription_type(&self) -> SubscriptionType {
         self.subscription_type
+    }
+
+    /// The consumer's statistics (over all its topics): messages and bytes
+    /// received, acks, nacks, ack timeouts, dead-letter and retry copies,
+    /// since it subscribed and over the last stats interval (see
+    /// [`ConsumerStats`](crate::stats::ConsumerStats)). Cheap: a few
+    /// atomic loads and one lock.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mut consumer: pulsar_wire::Consumer) -> Result<(), pulsar_wire::Error> {
+    /// let msg = consumer.receive().await?;
+    /// consumer.ack(&msg).await?;
+    /// let stats = consumer.stats();
+    /// println!("{} received, {} acked", stats.total.messages_received, stats.total.acks);
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> crate::stats::ConsumerStats {
+        self.stats.snapshot(crate::clock::now())
     }
 
     /// Why the task is gone: closed as asked, or it panicked.
@@ -326,6 +372,95 @@ impl Consumer {
             reply: Some(reply),
         })
         .await
+    }
+
+    /// Waits for a batch of messages, as the consumer's
+    /// [`BatchReceivePolicy`] says (default: 100 messages, 10 MiB of
+    /// payload, or 100 ms, whichever comes first): returns once that many
+    /// messages or bytes are queued, or when the timeout has passed, with
+    /// the messages queued then (maybe none). A batch holds at most the
+    /// policy's messages and bytes (but always one message, however
+    /// large), taken from the partitions in turn.
+    ///
+    /// Each message is taken when the batch is returned: that is when its
+    /// ack timeout starts and its permit is given back, as for
+    /// [`receive`](Self::receive). Ack the batch with
+    /// [`ack_all`](Self::ack_all).
+    ///
+    /// # Errors
+    /// [`ConsumerError::BatchReceiveOnZeroQueue`] with a zero receiver
+    /// queue; otherwise those of [`receive`](Self::receive): an
+    /// unreadable message ends a batch before it and is reported by the
+    /// next call, or by this one if the batch would be empty.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::BatchReceivePolicy;
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer("orders", "billing")
+    ///     .batch_receive_policy(BatchReceivePolicy {
+    ///         max_messages: Some(500),
+    ///         timeout: Some(Duration::from_secs(1)),
+    ///         ..BatchReceivePolicy::default()
+    ///     })
+    ///     .subscribe()
+    ///     .await?;
+    /// let batch = consumer.receive_batch().await?;
+    /// for msg in &batch {
+    ///     println!("{}: {} bytes", msg.id(), msg.payload().len());
+    /// }
+    /// consumer.ack_all(&batch).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_batch(&mut self) -> Result<Messages, ConsumerError> {
+        self.ask(task::Command::ReceiveBatch).await
+    }
+
+    /// Acknowledges every message of `messages` (e.g. a
+    /// [`receive_batch`](Self::receive_batch)): individual acks, sent in
+    /// one ACK frame per partition (more only past the frame size limit;
+    /// with batch index ack, members of batches left partly acked go with
+    /// their own `ack_set`). Otherwise as [`ack`](Self::ack) on each.
+    ///
+    /// # Errors
+    /// [`ConsumerError::ForeignMessage`] if one message came from another
+    /// consumer (then nothing is acked); otherwise the first error of
+    /// [`ack`](Self::ack) among the messages.
+    pub async fn ack_all<'a>(
+        &self,
+        messages: impl IntoIterator<Item = &'a Message>,
+    ) -> Result<(), ConsumerError> {
+        let mut acks = Vec::new();
+        let mut answers = Vec::new();
+        for msg in messages {
+            let topic = msg.0.topic.clone();
+            if !self.topics.iter().any(|t| **t == *topic) {
+                return Err(ConsumerError::ForeignMessage {
+                    topic: topic.to_string(),
+                });
+            }
+            let reply = self.ack_receipts.then(|| {
+                let (reply, answer) = oneshot::channel();
+                answers.push(answer);
+                reply
+            });
+            acks.push(task::AckOne {
+                topic,
+                id: msg.0.id,
+                batch_size: msg.0.batch_size,
+                reply,
+            });
+        }
+        if acks.is_empty() {
+            return Ok(());
+        }
+        self.send(task::Command::AckAll(acks))?;
+        for answer in answers {
+            answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        }
+        Ok(())
     }
 
     /// Acknowledges every message up to and including `msg`.

@@ -54,6 +54,8 @@ pub(crate) struct SubscribeOptions {
     pub(crate) start_message_id: Option<MessageId>,
     /// Whether the message at a start or seek id is delivered too.
     pub(crate) start_inclusive: bool,
+    /// Key_Shared: the broker may deliver a key's messages out of order.
+    pub(crate) allow_out_of_order_delivery: bool,
 }
 
 impl SubscribeOptions {
@@ -65,12 +67,13 @@ impl SubscribeOptions {
         if let Some(level) = self.priority_level.filter(|l| *l < 0) {
             return Err(ConsumerError::NegativePriority { level });
         }
+        let key_shared_set = self.key_shared.is_some() || self.allow_out_of_order_delivery;
+        if key_shared_set && self.subscription_type != SubscriptionType::KeyShared {
+            return Err(ConsumerError::KeySharedPolicyOnOtherType {
+                subscription: self.subscription_type,
+            });
+        }
         match &self.key_shared {
-            Some(_) if self.subscription_type != SubscriptionType::KeyShared => {
-                Err(ConsumerError::KeySharedPolicyOnOtherType {
-                    subscription: self.subscription_type,
-                })
-            }
             Some(KeySharedPolicy::Sticky(ranges)) => validate_ranges(ranges),
             _ => Ok(()),
         }
@@ -85,7 +88,7 @@ impl SubscribeOptions {
         consumer_epoch: Option<u64>,
     ) -> proto::CommandSubscribe {
         let key_shared_meta = (self.subscription_type == SubscriptionType::KeyShared).then(|| {
-            match self
+            let meta = match self
                 .key_shared
                 .as_ref()
                 .unwrap_or(&KeySharedPolicy::AutoSplit)
@@ -105,6 +108,10 @@ impl SubscribeOptions {
                         .collect(),
                     ..proto::KeySharedMeta::default()
                 },
+            };
+            proto::KeySharedMeta {
+                allow_out_of_order_delivery: Some(self.allow_out_of_order_delivery),
+                ..meta
             }
         });
         let position = match self.initial_position {
@@ -205,6 +212,17 @@ mod tests {
             options(SubscriptionType::KeyShared).body("t", ConsumerId(1), RequestId(1), None);
         let meta = auto.key_shared_meta.expect("meta");
         assert_eq!(meta.key_shared_mode, KeySharedMode::AutoSplit as i32);
+        assert_eq!(meta.allow_out_of_order_delivery, Some(false));
+        let out_of_order = SubscribeOptions {
+            allow_out_of_order_delivery: true,
+            ..options(SubscriptionType::KeyShared)
+        };
+        out_of_order.validate().expect("valid");
+        let meta = out_of_order
+            .body("t", ConsumerId(1), RequestId(1), None)
+            .key_shared_meta
+            .expect("meta");
+        assert_eq!(meta.allow_out_of_order_delivery, Some(true));
         let sticky = SubscribeOptions {
             key_shared: Some(KeySharedPolicy::Sticky(vec![HashRange {
                 start: 0,
@@ -240,6 +258,14 @@ mod tests {
         let o = SubscribeOptions {
             key_shared: Some(KeySharedPolicy::AutoSplit),
             ..options(SubscriptionType::Shared)
+        };
+        assert!(matches!(
+            o.validate(),
+            Err(ConsumerError::KeySharedPolicyOnOtherType { .. })
+        ));
+        let o = SubscribeOptions {
+            allow_out_of_order_delivery: true,
+            ..options(SubscriptionType::Failover)
         };
         assert!(matches!(
             o.validate(),

@@ -35,6 +35,10 @@ fn handle(panics: bool) -> Consumer {
         letters: None,
         ack_receipts: false,
         ended,
+        stats: Arc::new(crate::stats::ConsumerRecorder::new(
+            std::time::Duration::from_secs(60),
+            crate::clock::now(),
+        )),
     }
 }
 

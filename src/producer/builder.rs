@@ -1,5 +1,6 @@
 //! [`ProducerBuilder`]: `client.producer(topic)…create().await`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::batcher::BatchConfig;
@@ -9,6 +10,8 @@ use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routi
 use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::compression::Compression;
+use crate::interceptor::{Chain, ProducerInterceptor};
+use crate::stats::ProducerRecorder;
 
 /// Who may produce to the topic alongside this producer.
 ///
@@ -66,6 +69,7 @@ impl Client {
             hashing: HashingScheme::default(),
             batching_set: false,
             chunking: false,
+            interceptors: Vec::new(),
         }
     }
 }
@@ -111,6 +115,7 @@ pub struct ProducerBuilder {
     /// Whether `batching` was called (chunking turns the default off).
     batching_set: bool,
     chunking: bool,
+    interceptors: Vec<Arc<dyn ProducerInterceptor>>,
 }
 
 impl ProducerBuilder {
@@ -215,6 +220,14 @@ impl ProducerBuilder {
         self
     }
 
+    /// Adds `interceptor`: it sees every message before it is queued and
+    /// every send's outcome (see [`ProducerInterceptor`]). Several are
+    /// called in the order added. None by default.
+    pub fn interceptor(mut self, interceptor: impl ProducerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
     /// Checks the settings, then creates the producer (one per partition of
     /// a partitioned topic) on the brokers that own the topic.
     ///
@@ -240,12 +253,16 @@ impl ProducerBuilder {
             enabled: self.batch.enabled && !self.chunking,
             ..self.batch
         };
+        let stats = ProducerRecorder::for_producer(&self.client, topic.as_str());
+        let interceptors = Chain::new(self.interceptors.clone());
         let settings = Settings {
             batch,
             chunking: self.chunking,
             send_timeout: self.send_timeout,
             max_pending_messages: self.max_pending_messages,
             when_full: self.when_full,
+            stats: stats.clone(),
+            interceptors: interceptors.clone(),
         };
         let targets: Vec<(TopicName, i32)> = if partitions == 0 {
             vec![(topic.clone(), -1)]
@@ -279,6 +296,7 @@ impl ProducerBuilder {
             lanes,
             router,
             (memory.clone(), limit, self.when_full),
+            (stats, interceptors),
         ))
     }
 

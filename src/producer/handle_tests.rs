@@ -40,6 +40,13 @@ fn producer(panics: bool) -> Producer {
         vec![(Lane { tx, ended }, "t".into())],
         router,
         memory,
+        (
+            Arc::new(crate::stats::ProducerRecorder::new(
+                std::time::Duration::from_secs(60),
+                crate::clock::now(),
+            )),
+            crate::interceptor::Chain::default(),
+        ),
     )
 }
 

@@ -27,8 +27,10 @@ use super::{ProducerError, ProducerMessage, WhenFull};
 use crate::clock;
 use crate::connection::{Connection, ProducerEvent};
 use crate::ids::{ProducerId, SequenceId};
+use crate::interceptor::{Chain, ProducerInterceptor};
 use crate::message_id::MessageId;
 use crate::proto::ServerError;
+use crate::stats::ProducerRecorder;
 use crate::wire::{Checksum, Frame, Payload, commands};
 
 #[path = "task_link.rs"]
@@ -59,6 +61,10 @@ pub(crate) struct Settings {
     pub(crate) send_timeout: Duration,
     pub(crate) max_pending_messages: usize,
     pub(crate) when_full: WhenFull,
+    /// Where sends and their outcomes are counted.
+    pub(crate) stats: Arc<ProducerRecorder>,
+    /// Told of every send's outcome.
+    pub(crate) interceptors: Chain<dyn ProducerInterceptor>,
 }
 
 /// A producer the broker accepted, ready to be driven.
@@ -82,6 +88,9 @@ pub(crate) struct Created {
 struct Waiter {
     reply: Reply,
     bytes: usize,
+    /// Its payload's length, and when it was queued (for the stats).
+    payload: usize,
+    queued_at: Instant,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -216,22 +225,33 @@ impl Driver {
     }
 
     fn on_send(&mut self, msg: ProducerMessage, reply: Reply, permit: OwnedSemaphorePermit) {
+        let (bytes, payload, now) = (msg.size_hint(), msg.payload().len(), clock::now());
+        self.settings.stats.queued(payload);
+        let refuse = |driver: &Self, reply, err| {
+            driver
+                .settings
+                .stats
+                .failed(now, [(now, payload)].into_iter());
+            driver.answer(reply, Err(err));
+        };
         if let Some(err) = &self.dead {
-            let _ = reply.send(Err(err.clone()));
+            refuse(self, reply, err.clone());
             return;
         }
-        let bytes = msg.size_hint();
         let max = self.p.conn.max_message_size();
         let compressed = self.settings.batch.compression != crate::compression::Compression::None;
-        if !compressed && !self.settings.chunking && msg.payload().len() > max {
-            let size = msg.payload().len();
-            let _ = reply.send(Err(ProducerError::MessageTooLarge { size, max }));
+        if !compressed && !self.settings.chunking && payload > max {
+            refuse(
+                self,
+                reply,
+                ProducerError::MessageTooLarge { size: payload, max },
+            );
             return;
         }
         match self.settings.when_full {
             WhenFull::Fail => {
                 if let Err(full) = self.budget.try_acquire(bytes) {
-                    let _ = reply.send(Err(full.into()));
+                    refuse(self, reply, full.into());
                     return;
                 }
             }
@@ -247,10 +267,12 @@ impl Driver {
         let waiter = Waiter {
             reply,
             bytes,
+            payload,
+            queued_at: now,
             _permit: permit,
         };
         self.batcher
-            .push(clock::now(), clock::unix_millis(), sequence, &msg, waiter);
+            .push(now, clock::unix_millis(), sequence, &msg, waiter);
     }
 
     fn on_flush(&mut self, done: oneshot::Sender<Result<(), ProducerError>>) {
@@ -311,6 +333,13 @@ impl Driver {
                             Some((at, num)) if at + 1 == num => self.first_chunk.take(),
                             _ => None,
                         };
+                        let now = clock::now();
+                        let sends = resolved.iter().map(|(w, _)| (w.queued_at, w.payload));
+                        if duplicate {
+                            self.settings.stats.failed(now, sends);
+                        } else {
+                            self.settings.stats.stored(now, sends);
+                        }
                         for (waiter, own) in resolved {
                             self.budget.release(1, waiter.bytes);
                             let answer = if duplicate {
@@ -321,7 +350,7 @@ impl Driver {
                             } else {
                                 Ok(chunked.unwrap_or(own))
                             };
-                            let _ = waiter.reply.send(answer);
+                            self.answer(waiter.reply, answer);
                         }
                     }
                     Err(ReceiptError::Stale { got, .. }) => {
@@ -418,10 +447,21 @@ impl Driver {
     }
 
     fn fail(&mut self, waiters: Vec<Waiter>, err: &ProducerError) {
+        let sends = waiters.iter().map(|w| (w.queued_at, w.payload));
+        self.settings.stats.failed(clock::now(), sends);
         for waiter in waiters {
             self.budget.release(1, waiter.bytes);
-            let _ = waiter.reply.send(Err(err.clone()));
+            self.answer(waiter.reply, Err(err.clone()));
         }
+    }
+
+    /// Answers one send once the interceptors have seen its outcome.
+    fn answer(&self, reply: Reply, outcome: Result<MessageId, ProducerError>) {
+        for interceptor in self.settings.interceptors.iter() {
+            let seen = outcome.as_ref().map(|id| *id);
+            interceptor.on_send_acknowledgement(&self.p.topic, seen);
+        }
+        let _ = reply.send(outcome);
     }
 
     /// The producer cannot go on: fail everything held, refuse what comes.

@@ -9,6 +9,7 @@ mod auth;
 mod client;
 mod consume;
 mod deduplication;
+mod observe;
 mod produce;
 mod raw_reader;
 mod resilience;

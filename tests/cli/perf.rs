@@ -40,12 +40,31 @@ async fn perf_produce_then_perf_consume_report_what_was_asked() {
     let run = pulsar_wire(
         &url,
         &[
-            "perf", "produce", &topic, "-n", "2000", "--size", "100", "--batch", "--json",
+            "perf",
+            "produce",
+            &topic,
+            "-n",
+            "2000",
+            "--size",
+            "100",
+            "--batch",
+            "--json",
+            "--count-hooks",
         ],
     )
     .await;
     let s = summary(&run.ok_lines(), "produce", 2000, 100);
     assert_eq!(s["latency"], "send_to_receipt");
+    // The producer's own figures agree, and the hooks ran once per send
+    // and once per receipt.
+    let stats = &s["stats"];
+    assert_eq!(stats["messages_sent"], 2000, "{s}");
+    assert_eq!(stats["bytes_sent"], 200_000, "{s}");
+    assert_eq!(stats["send_failures"], 0, "{s}");
+    assert_eq!(stats["pending_messages"], 0, "{s}");
+    assert_eq!(stats["send_latency"]["count"], 2000, "{s}");
+    assert_eq!(stats["hook_calls"], 4000, "{s}");
+    assert!(run.stderr.contains("client stats: "), "{run:#?}");
     assert!(
         run.stderr.contains("perf produce summary: 2000 msgs"),
         "{run:#?}"
@@ -90,6 +109,15 @@ async fn perf_produce_then_perf_consume_report_what_was_asked() {
     .await;
     let s = summary(&run.ok_lines(), "consume", 2050, 100);
     assert_eq!(s["latency"], "publish_to_receive");
+    let stats = &s["stats"];
+    assert_eq!(stats["messages_received"], 2050, "{s}");
+    assert_eq!(stats["bytes_received"], 205_000, "{s}");
+    assert_eq!(stats["acks"], 2050, "{s}");
+    assert_eq!(
+        stats["hook_calls"],
+        serde_json::Value::Null,
+        "no hooks asked for"
+    );
 
     // Everything was acked: a duration-bounded run finds nothing more.
     let run = pulsar_wire(

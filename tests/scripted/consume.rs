@@ -23,6 +23,8 @@ mod acks;
 mod edges;
 #[path = "consume_lifecycle.rs"]
 mod lifecycle;
+#[path = "consume_options.rs"]
+mod options;
 #[path = "consume_reconnect.rs"]
 pub(super) mod reconnect;
 #[path = "consume_rewind.rs"]

@@ -19,6 +19,7 @@ mod limits;
 mod lookup;
 #[cfg(feature = "oauth2")]
 mod oauth2;
+mod observe;
 mod produce;
 mod service_hosts;
 #[cfg(feature = "tls")]

@@ -43,7 +43,12 @@ pub(super) fn producer_success(request: u64, name: &str, last_sequence_id: i64) 
     }
 }
 
-fn send_error(producer: u64, sequence: u64, code: ServerError, message: &str) -> BaseCommand {
+pub(super) fn send_error(
+    producer: u64,
+    sequence: u64,
+    code: ServerError,
+    message: &str,
+) -> BaseCommand {
     BaseCommand {
         r#type: Type::SendError as i32,
         send_error: Some(Box::new(proto::CommandSendError {

@@ -16,6 +16,7 @@ mod embedded;
 mod perf;
 mod perf_consume;
 mod perf_produce;
+mod perf_stats;
 mod produce;
 mod settings;
 

@@ -250,10 +250,18 @@ pub(crate) async fn report_every_second(
     }
 }
 
-/// Prints the summary: text to stderr, and with `--json` one line to stdout.
-pub(crate) fn finish(stats: &SharedStats, topic: &str, json: bool) -> Result<(), crate::BoxError> {
-    let summary = lock(stats).summary(topic, Instant::now());
+/// Prints the summary, with the library's own `figures` (see
+/// `perf_stats.rs`): text to stderr, and with `--json` one line to stdout.
+pub(crate) fn finish(
+    stats: &SharedStats,
+    topic: &str,
+    json: bool,
+    figures: serde_json::Value,
+) -> Result<(), crate::BoxError> {
+    let mut summary = lock(stats).summary(topic, Instant::now());
     eprintln!("{}", Stats::summary_text(&summary));
+    eprintln!("{}", crate::perf_stats::text(&figures));
+    summary["stats"] = figures;
     if json {
         crate::print_json(&summary)?;
     }

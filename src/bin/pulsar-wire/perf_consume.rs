@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::BoxError;
 use crate::consume::{Position, SubType};
 use crate::perf::{self, Limits, SharedStats, Stats};
+use crate::perf_stats::{self, HookCounts};
 
 /// Arguments of `perf consume`.
 #[derive(Debug, clap::Args)]
@@ -52,6 +53,11 @@ pub(crate) struct Args {
     /// 100 ms by default).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     ack_group_ms: u64,
+
+    /// Install an interceptor that counts its calls (to measure what
+    /// interceptors cost); the summary shows the count.
+    #[arg(long)]
+    count_hooks: bool,
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
@@ -62,6 +68,10 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .receiver_queue_size(args.receiver_queue);
     if args.ack_group_ms > 0 {
         builder = builder.ack_group_time(Duration::from_millis(args.ack_group_ms));
+    }
+    let hooks = args.count_hooks.then(|| Arc::new(HookCounts::default()));
+    if let Some(hooks) = &hooks {
+        builder = builder.interceptor(hooks.clone());
     }
     let mut consumer = builder.subscribe().await?;
     let stats: SharedStats = Arc::new(std::sync::Mutex::new(Stats::new(
@@ -125,7 +135,8 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     let _ = stop_tx.send(true);
     let _ = reporter.await;
     debug_assert_eq!(perf::lock(&stats).count(), received);
-    perf::finish(&stats, &args.topic, args.limits.json)?;
+    let figures = perf_stats::consumer(&consumer.stats(), hooks.map(|h| h.calls()));
+    perf::finish(&stats, &args.topic, args.limits.json, figures)?;
     let closed = consumer.close().await;
     outcome?;
     Ok(closed?)

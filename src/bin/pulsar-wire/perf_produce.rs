@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::BoxError;
 use crate::perf::{self, Limits, SharedStats, Stats};
+use crate::perf_stats::{self, HookCounts};
 use crate::produce::Codec;
 
 /// Arguments of `perf produce`.
@@ -59,11 +60,20 @@ pub(crate) struct Args {
     /// Wait for each receipt before the next send (latency, not throughput).
     #[arg(long, conflicts_with = "batch")]
     sync: bool,
+
+    /// Install an interceptor that counts its calls (to measure what
+    /// interceptors cost); the summary shows the count.
+    #[arg(long)]
+    count_hooks: bool,
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
-    let producer = client
-        .producer(args.topic.as_str())
+    let hooks = args.count_hooks.then(|| Arc::new(HookCounts::default()));
+    let mut builder = client.producer(args.topic.as_str());
+    if let Some(hooks) = &hooks {
+        builder = builder.interceptor(hooks.clone());
+    }
+    let producer = builder
         .batching(args.batch)
         .batching_max_messages(args.batch_max_messages as usize)
         .batching_max_bytes(args.batch_max_bytes as usize)
@@ -139,7 +149,8 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     };
     let _ = stop_tx.send(true);
     let _ = reporter.await;
-    perf::finish(&stats, &args.topic, args.limits.json)?;
+    let figures = perf_stats::producer(&producer.stats(), hooks.map(|h| h.calls()));
+    perf::finish(&stats, &args.topic, args.limits.json, figures)?;
     let closed = producer.close().await;
     outcome?;
     Ok(closed?)

@@ -105,8 +105,20 @@ impl<M> Actions<M> {
         }
     }
 
-    /// Ack `id` individually.
+    /// Ack `id` individually (replacing an ack of some of its members
+    /// just queued).
     pub(crate) fn ack(&mut self, id: MessageId) {
+        if let Some(Action::Ack {
+            ids,
+            cumulative: false,
+            ack_set,
+        }) = self.queue.back_mut()
+        {
+            if ack_set.is_some() && ids[..] == [id] {
+                *ack_set = None;
+                return;
+            }
+        }
         match self.queue.back_mut() {
             Some(Action::Ack {
                 ids,
@@ -121,8 +133,21 @@ impl<M> Actions<M> {
         }
     }
 
-    /// Ack the members of `entry` that `ack_set` leaves clear.
+    /// Ack the members of `entry` that `ack_set` leaves clear. It replaces
+    /// an ack of fewer members of the same entry just queued (members only
+    /// become acked, so the newer set covers the older).
     pub(crate) fn ack_members(&mut self, entry: MessageId, ack_set: Vec<i64>) {
+        if let Some(Action::Ack {
+            ids,
+            cumulative: false,
+            ack_set: Some(set),
+        }) = self.queue.back_mut()
+        {
+            if ids[..] == [entry] {
+                *set = ack_set;
+                return;
+            }
+        }
         self.queue.push_back(Action::Ack {
             ids: vec![entry],
             cumulative: false,
@@ -221,6 +246,29 @@ mod tests {
             ack,
             Action::Redeliver(vec![id(3), id(4)]),
             Action::Flow(1),
+        ];
+        assert_eq!(drain(&mut actions), expected);
+    }
+
+    #[test]
+    fn member_acks_of_one_entry_merge_into_the_latest_set() {
+        let mut actions = Actions::default();
+        actions.ack_members(id(1), vec![0b110]);
+        actions.ack_members(id(1), vec![0b100]);
+        actions.ack_members(id(2), vec![0b10]);
+        actions.ack(id(2));
+        actions.ack_members(id(3), vec![0b1]);
+        actions.ack(id(4));
+        let ack = |entry, ack_set| Action::Ack {
+            ids: vec![id(entry)],
+            cumulative: false,
+            ack_set,
+        };
+        let expected = [
+            ack(1, Some(vec![0b100])),
+            ack(2, None),
+            ack(3, Some(vec![0b1])),
+            ack(4, None),
         ];
         assert_eq!(drain(&mut actions), expected);
     }

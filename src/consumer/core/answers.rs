@@ -9,6 +9,7 @@ use crate::message_id::MessageId;
 use super::ConsumerCore;
 use super::batch_acks::MemberAck;
 use super::nack::Nacked;
+use super::receiver_queue::QueuedBytes;
 use crate::consumer::error::CumulativeAckNotAllowed;
 
 /// What became of an application's ack ([`ConsumerCore::ack`]).
@@ -29,7 +30,7 @@ pub(crate) enum Acked {
     Unrecorded,
 }
 
-impl<M: Clone> ConsumerCore<M> {
+impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     #[cfg(any(test, feature = "fuzzing"))]
     /// The application acked `id`: stops its clock and sends the ack (for a
     /// batch member, once its entry is complete, or at once with an
@@ -152,25 +153,34 @@ impl<M: Clone> ConsumerCore<M> {
     pub(crate) fn nack(&mut self, now: Instant, id: MessageId, redelivery_count: u32) {
         self.anchor(now);
         if self.held.remove(id) && self.nacks.nack(now, id, redelivery_count) == Nacked::Now {
-            self.request_redelivery(vec![id], Some(now));
+            self.request_redelivery(&[id], Some(now));
         }
     }
 
     /// Time passed: requests again, in one command, every message whose
     /// ack timeout expired and every delayed nack now due (a due nack on
     /// Exclusive or Failover joins a coalesced rewind, see
-    /// [`nack`](Self::nack)); sends a coalesced rewind that is due.
+    /// [`nack`](Self::nack)); sends a coalesced rewind that is due. The
+    /// messages whose ack timeout expired are then
+    /// [`timed_out`](Self::timed_out).
     pub(crate) fn on_tick(&mut self, now: Instant) {
         self.anchor(now);
         let expired = self.held.expire(now);
         let nacked = self.nacks.expire(now);
         if !expired.is_empty() {
-            self.request_redelivery(expired, None);
+            self.request_redelivery(&expired, None);
         }
+        self.timed_out = expired;
         if !nacked.is_empty() {
-            self.request_redelivery(nacked, Some(now));
+            self.request_redelivery(&nacked, Some(now));
         }
         self.rewind_if_due(now);
+    }
+
+    /// The messages whose ack timeout expired in the last
+    /// [`on_tick`](Self::on_tick).
+    pub(crate) fn timed_out(&self) -> &[MessageId] {
+        &self.timed_out
     }
 
     /// The dead-letter publish of `origin` finished. On success the original
@@ -220,9 +230,9 @@ impl<M: Clone> ConsumerCore<M> {
     /// Held messages to request again: a last-chance message goes to the
     /// dead-letter topic, the rest are redelivered. `nacked_at`: asked for
     /// by a nack at that instant (a rewind is then coalesced).
-    pub(super) fn request_redelivery(&mut self, ids: Vec<MessageId>, nacked_at: Option<Instant>) {
+    pub(super) fn request_redelivery(&mut self, ids: &[MessageId], nacked_at: Option<Instant>) {
         let mut entries = Vec::with_capacity(ids.len());
-        for id in ids {
+        for &id in ids {
             if let Some((count, message)) = self.last_chance.remove(&id) {
                 if id.is_batch_member() {
                     self.batches.start_forward(id);

@@ -48,6 +48,17 @@ impl From<SubscriptionType> for SubType {
     }
 }
 
+/// The receiver queue of each partition of a topic of `partitions`
+/// partitions: `min(queue, total / partitions)`, at least 1, as Java's
+/// `maxTotalReceiverQueueSizeAcrossPartitions` (a topic that is not
+/// partitioned keeps `queue`).
+pub(crate) fn partition_queue_size(queue: u32, total: u32, partitions: u32) -> u32 {
+    if partitions == 0 {
+        return queue;
+    }
+    queue.min(total / partitions).max(1)
+}
+
 /// The shortest time between a nack on Exclusive or Failover and the rewind
 /// it leads to, by default.
 pub const DEFAULT_REWIND_MIN_DELAY: Duration = Duration::from_millis(100);
@@ -60,7 +71,9 @@ pub const DEFAULT_REWIND_MIN_DELAY: Duration = Duration::from_millis(100);
 pub(crate) struct CoreConfig {
     /// The subscription type.
     pub subscription_type: SubscriptionType,
-    /// How many messages the broker may push ahead of the application.
+    /// How many messages the broker may push ahead of the application;
+    /// 0: none, one permit per waiting receiver (see
+    /// [`ConsumerCore::request_for_receivers`](super::ConsumerCore::request_for_receivers)).
     pub receiver_queue_size: u32,
     /// Request messages held this long without an answer again; `None`:
     /// never (they return to the subscription when the consumer leaves).
@@ -115,9 +128,6 @@ impl CoreConfig {
     /// # Errors
     /// The first problem found, as a [`ConfigError`].
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if self.receiver_queue_size == 0 {
-            return Err(ConfigError::ZeroReceiverQueue);
-        }
         if self.tick.is_zero() {
             return Err(ConfigError::ZeroTick);
         }
@@ -157,10 +167,6 @@ mod tests {
             change(&mut config);
             config.validate().unwrap_err()
         };
-        assert_eq!(
-            bad(|c| c.receiver_queue_size = 0),
-            ConfigError::ZeroReceiverQueue
-        );
         assert_eq!(bad(|c| c.tick = Duration::ZERO), ConfigError::ZeroTick);
         assert_eq!(
             bad(|c| c.ack_timeout = Some(Duration::ZERO)),
@@ -177,6 +183,15 @@ mod tests {
             bad(|c| c.dead_letter = Some(DeadLetterPolicy::after_redeliveries(0))),
             ConfigError::ZeroMaxRedeliverCount
         );
+    }
+
+    #[test]
+    fn partitions_share_the_total_queue_as_java_does() {
+        assert_eq!(partition_queue_size(1000, 50_000, 0), 1000);
+        assert_eq!(partition_queue_size(1000, 50_000, 10), 1000);
+        assert_eq!(partition_queue_size(1000, 50_000, 100), 500);
+        assert_eq!(partition_queue_size(1000, 10, 4), 2);
+        assert_eq!(partition_queue_size(1000, 10, 100), 1, "never zero");
     }
 
     #[test]

@@ -59,7 +59,7 @@ use batch_acks::{BatchAcks, MemberAck};
 use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
 use nack::{NackPolicy, NackTracker};
-use receiver_queue::ReceiverQueue;
+use receiver_queue::{QueuedBytes, ReceiverQueue};
 use rewind::PendingRewind;
 use settled::{RecentAcks, Settled};
 use unacked::UnackedTracker;
@@ -90,9 +90,11 @@ pub(crate) struct ConsumerCore<M> {
     rewind: PendingRewind,
     epoch: u64,
     actions: Actions<M>,
+    /// The messages whose ack timeout expired in the last tick.
+    timed_out: Vec<MessageId>,
 }
 
-impl<M: Clone> ConsumerCore<M> {
+impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// A core for `config`.
     ///
     /// # Errors
@@ -121,6 +123,7 @@ impl<M: Clone> ConsumerCore<M> {
             rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
+            timed_out: Vec::new(),
         })
     }
 
@@ -148,6 +151,24 @@ impl<M: Clone> ConsumerCore<M> {
     /// The id of the oldest message queued for the application.
     pub(crate) fn first_queued(&self) -> Option<MessageId> {
         self.queue.front_id()
+    }
+
+    /// The payload bytes of the messages queued for the application.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queue.bytes()
+    }
+
+    /// The payload bytes of the oldest message queued for the application.
+    pub(crate) fn front_bytes(&self) -> Option<usize> {
+        self.queue.front_bytes()
+    }
+
+    /// Zero receiver queue: `waiting` receivers wait for a message; grants
+    /// the broker one permit for each not covered by a queued message or
+    /// a permit granted before (nothing with a receiver queue).
+    pub(crate) fn request_for_receivers(&mut self, waiting: usize) {
+        let flow = self.queue.request(waiting);
+        self.flow(flow);
     }
 
     /// The subscribe succeeded: grant the whole receiver queue (once per

@@ -16,6 +16,14 @@
 //!   the cleared messages' permits are given back, as Java's
 //!   `increaseAvailablePermits(currentSize)` does.
 //!
+//! A queue of size 0 (Java's zero-queue consumer) grants nothing ahead:
+//! [`ReceiverQueue::request`] grants one permit per waiting receiver not
+//! yet covered by a queued message or a permit granted before, and taking
+//! a message gives nothing back.
+//!
+//! The queue also counts the payload bytes it holds (see [`QueuedBytes`]),
+//! for the client's memory limit and for batch receives.
+//!
 //! So, with `B` = permits the broker holds (negative after it sent a whole
 //! batch on too few permits), `Q` = messages queued and `R` = permits given
 //! back but not yet sent, `B + Q + R == receiver_queue_size` between a
@@ -29,31 +37,97 @@ use crate::message_id::MessageId;
 use super::actions::Incoming;
 use super::unacked::id_hash::IdBuildHasher;
 
+/// How many bytes a queued message holds (its payload), as counted
+/// against the client's memory limit and a batch receive's byte bound.
+pub(crate) trait QueuedBytes {
+    /// The payload bytes this message holds.
+    fn queued_bytes(&self) -> usize;
+}
+
+/// Test and fuzzing messages are plain numbers that hold no payload.
+#[cfg(any(test, feature = "fuzzing"))]
+impl QueuedBytes for u64 {
+    fn queued_bytes(&self) -> usize {
+        0
+    }
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl QueuedBytes for u32 {
+    fn queued_bytes(&self) -> usize {
+        0
+    }
+}
+
+#[cfg(test)]
+impl QueuedBytes for () {
+    fn queued_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// A test message's text is its payload.
+#[cfg(test)]
+impl QueuedBytes for &str {
+    fn queued_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
 /// Messages received and not yet taken by the application, each id once,
-/// with the permits they give back.
+/// with the permits they give back and the bytes they hold.
 #[derive(Debug)]
 pub(crate) struct ReceiverQueue<M> {
     queue: VecDeque<Incoming<M>>,
     ids: HashSet<MessageId, IdBuildHasher>,
     permits: Permits,
     subscribed: bool,
+    /// The payload bytes of the queued messages.
+    bytes: usize,
+    /// Zero queue: permits granted for waiting receivers and not used yet.
+    requested: u32,
 }
 
-impl<M> ReceiverQueue<M> {
-    /// An empty queue of `size` messages (at least 1), not yet subscribed.
+impl<M: QueuedBytes> ReceiverQueue<M> {
+    /// An empty queue of `size` messages (0: nothing prefetched), not yet
+    /// subscribed.
     pub(crate) fn new(size: u32) -> Self {
         Self {
             queue: VecDeque::new(),
             ids: HashSet::default(),
             permits: Permits::new(size),
             subscribed: false,
+            bytes: 0,
+            requested: 0,
         }
     }
 
     /// The subscribe succeeded: the first `Flow`, for the whole queue, once
-    /// per connection.
+    /// per connection (none for a zero queue).
     pub(crate) fn subscribe(&mut self) -> Option<u32> {
-        (!std::mem::replace(&mut self.subscribed, true)).then(|| self.permits.initial())
+        (!std::mem::replace(&mut self.subscribed, true))
+            .then(|| self.permits.initial())
+            .filter(|permits| *permits > 0)
+    }
+
+    /// Zero queue: permits for `waiting` receivers, one each, less those
+    /// covered by queued messages or permits granted before; `None` when
+    /// nothing more is due (or the queue is not zero, or not subscribed).
+    pub(crate) fn request(&mut self, waiting: usize) -> Option<u32> {
+        if !self.permits.is_zero() || !self.subscribed {
+            return None;
+        }
+        let covered = self.queue.len() + self.requested as usize;
+        let missing = u32::try_from(waiting.saturating_sub(covered)).unwrap_or(u32::MAX);
+        (missing > 0).then(|| {
+            self.requested += missing;
+            missing
+        })
+    }
+
+    /// An arrival used one of the permits [`request`](Self::request) granted.
+    fn arrived(&mut self) {
+        self.requested = self.requested.saturating_sub(1);
     }
 
     /// Whether a message with this id is queued.
@@ -63,13 +137,16 @@ impl<M> ReceiverQueue<M> {
 
     /// Queues a message (whose id is not queued yet).
     pub(crate) fn push(&mut self, incoming: Incoming<M>) {
+        self.arrived();
         self.ids.insert(incoming.id);
+        self.bytes += incoming.message.queued_bytes();
         self.queue.push_back(incoming);
     }
 
     /// A message that arrived and is not queued gives its permit back;
     /// returns a `Flow` that is due.
     pub(crate) fn skip(&mut self) -> Option<u32> {
+        self.arrived();
         self.give_back(1)
     }
 
@@ -77,6 +154,7 @@ impl<M> ReceiverQueue<M> {
     pub(crate) fn pop(&mut self) -> Option<(Incoming<M>, Option<u32>)> {
         let incoming = self.queue.pop_front()?;
         self.ids.remove(&incoming.id);
+        self.bytes -= incoming.message.queued_bytes();
         Some((incoming, self.give_back(1)))
     }
 
@@ -84,22 +162,37 @@ impl<M> ReceiverQueue<M> {
     /// and its permits given back; returns a `Flow` that is due.
     pub(crate) fn rewind(&mut self) -> Option<u32> {
         let cleared = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
-        self.queue.clear();
-        self.ids.clear();
+        self.clear();
         self.give_back(cleared)
     }
 
     /// A new connection: the queue is dropped and the next subscribe
     /// grants the whole queue afresh.
     pub(crate) fn reset(&mut self) {
+        self.clear();
+        self.requested = 0;
+        self.subscribed = false;
+    }
+
+    fn clear(&mut self) {
         self.queue.clear();
         self.ids.clear();
-        self.subscribed = false;
+        self.bytes = 0;
     }
 
     /// The id of the oldest queued message.
     pub(crate) fn front_id(&self) -> Option<MessageId> {
         self.queue.front().map(|m| m.id)
+    }
+
+    /// The payload bytes of the oldest queued message.
+    pub(crate) fn front_bytes(&self) -> Option<usize> {
+        self.queue.front().map(|m| m.message.queued_bytes())
+    }
+
+    /// The payload bytes of every queued message.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// How many messages are queued.
@@ -129,14 +222,19 @@ struct Permits {
 }
 
 impl Permits {
-    /// Accounting for a receiver queue of `queue_size` messages (at least 1).
+    /// Accounting for a receiver queue of `queue_size` messages (0: none
+    /// ahead, nothing given back).
     fn new(queue_size: u32) -> Self {
-        let queue_size = queue_size.max(1);
         Self {
             queue_size,
             refill_at: (queue_size / 2).max(1),
             returned: 0,
         }
+    }
+
+    /// Whether the queue holds nothing ahead (permits go by request only).
+    fn is_zero(&self) -> bool {
+        self.queue_size == 0
     }
 
     /// The permits of the first `Flow` after a subscribe: the whole queue.
@@ -151,6 +249,9 @@ impl Permits {
     /// it); returns the permits of a `Flow` to send once half the queue has
     /// been given back.
     fn give_back(&mut self, n: u32) -> Option<u32> {
+        if self.is_zero() {
+            return None;
+        }
         self.returned = self.returned.saturating_add(n);
         (self.returned >= self.refill_at).then(|| std::mem::take(&mut self.returned))
     }
@@ -194,17 +295,71 @@ mod tests {
         assert_eq!(permits.initial(), 1);
         assert_eq!(permits.give_back(1), Some(1));
         let mut zero = Permits::new(0);
-        assert_eq!(zero.initial(), 1, "a zero queue is treated as one");
+        assert_eq!(zero.initial(), 0, "a zero queue grants nothing ahead");
+        assert_eq!(zero.give_back(5), None, "nor gives back what is taken");
     }
 
-    fn incoming(entry: u64) -> Incoming<()> {
+    /// A test message: its payload size.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Payload(usize);
+
+    impl QueuedBytes for Payload {
+        fn queued_bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    fn incoming(entry: u64) -> Incoming<Payload> {
+        sized(entry, 0)
+    }
+
+    fn sized(entry: u64, bytes: usize) -> Incoming<Payload> {
         Incoming {
             id: MessageId::new(1, entry),
             redelivery_count: 0,
             consumer_epoch: None,
             batch_size: None,
-            message: (),
+            message: Payload(bytes),
         }
+    }
+
+    #[test]
+    fn the_queue_counts_the_bytes_it_holds() {
+        let mut queue = ReceiverQueue::new(10);
+        queue.subscribe();
+        queue.push(sized(1, 100));
+        queue.push(sized(2, 50));
+        assert_eq!((queue.bytes(), queue.front_bytes()), (150, Some(100)));
+        queue.pop();
+        assert_eq!((queue.bytes(), queue.front_bytes()), (50, Some(50)));
+        queue.push(sized(3, 7));
+        queue.rewind();
+        assert_eq!((queue.bytes(), queue.front_bytes()), (0, None));
+        queue.push(sized(4, 9));
+        queue.reset();
+        assert_eq!(queue.bytes(), 0);
+    }
+
+    #[test]
+    fn a_zero_queue_grants_one_permit_per_uncovered_receiver() {
+        let mut queue = ReceiverQueue::new(0);
+        assert_eq!(queue.request(1), None, "not subscribed yet");
+        assert_eq!(queue.subscribe(), None, "nothing ahead");
+        assert_eq!(queue.request(0), None);
+        assert_eq!(queue.request(1), Some(1));
+        assert_eq!(queue.request(1), None, "already asked for");
+        assert_eq!(queue.request(3), Some(2), "two more receivers");
+        queue.push(incoming(1));
+        assert_eq!(queue.request(3), None, "one queued, two on the way");
+        assert_eq!(
+            queue.pop().map(|(m, flow)| (m.id.entry_id, flow)),
+            Some((1, None))
+        );
+        assert_eq!(queue.skip(), None, "a dropped arrival gives nothing back");
+        assert_eq!(queue.request(2), Some(1), "one permit left out there");
+        queue.reset();
+        assert_eq!(queue.subscribe(), None);
+        assert_eq!(queue.request(1), Some(1), "a new connection starts over");
     }
 
     #[test]

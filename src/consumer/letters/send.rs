@@ -28,6 +28,7 @@ use crate::consumer::message::Message;
 use crate::consumer::subscribe::InitialPosition;
 use crate::message_id::MessageId;
 use crate::producer::{Producer, ProducerError, ProducerMessage};
+use crate::stats::ConsumerRecorder;
 
 /// Where a consumer's copies go, and the producers that take them there.
 #[derive(Debug)]
@@ -37,6 +38,8 @@ pub(crate) struct Letters {
     producers: Mutex<HashMap<String, Arc<OnceCell<Producer>>>>,
     /// Dead-letter forwards that failed in a row (reset by a success).
     failures: AtomicU32,
+    /// Where the copies the broker stored are counted.
+    stats: Option<Arc<ConsumerRecorder>>,
 }
 
 impl Letters {
@@ -47,7 +50,14 @@ impl Letters {
             topics,
             producers: Mutex::new(HashMap::new()),
             failures: AtomicU32::new(0),
+            stats: None,
         }
+    }
+
+    /// Counts the copies the broker stored in `stats`.
+    pub(crate) fn counted_in(mut self, stats: Arc<ConsumerRecorder>) -> Self {
+        self.stats = Some(stats);
+        self
     }
 
     /// How long closing may take: the client's operation timeout.
@@ -144,6 +154,9 @@ impl Letters {
         match sent {
             Ok(id) => {
                 debug!(topic, %id, "copy published");
+                if let Some(stats) = &self.stats {
+                    stats.lettered(dead_letter);
+                }
                 Ok(id)
             }
             Err(e) => {

@@ -144,6 +144,8 @@ impl Driver {
         activity: watch::Sender<Activity>,
     ) -> Result<Self, ConsumerError> {
         let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
+        let settings_memory = settings.client.memory().0.clone();
+        let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
@@ -157,11 +159,17 @@ impl Driver {
             acks_landed_tx,
             acks_landed,
             lost_reports: VecDeque::new(),
+            batches: VecDeque::new(),
+            memory: super::memory::MemoryShare::new(settings_memory),
+            closed_on_batch: None,
         };
         // If this future is dropped half-way, what it subscribed is closed.
         let mut made = SubscribedGuard(Vec::new());
-        for topic in topics {
-            let core = ConsumerCore::new(driver.settings.core.clone())?;
+        for (topic, receiver_queue_size) in topics.into_iter().zip(queue_sizes) {
+            let core = ConsumerCore::new(CoreConfig {
+                receiver_queue_size,
+                ..driver.settings.core.clone()
+            })?;
             let name: Arc<str> = topic.as_str().into();
             let partition = topic.partition_index().map_or(-1, |p| p as i32);
             let index = driver.subs.len();

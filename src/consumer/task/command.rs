@@ -12,6 +12,10 @@ pub(crate) enum Command {
     Receive(Reply<Message>),
     /// Hand the next message over if one is queued now.
     TryReceive(Reply<Option<Message>>),
+    /// Hand over a batch once the batch receive policy says it is due.
+    ReceiveBatch(Reply<crate::consumer::batch_receive::Messages>),
+    /// Ack these messages individually, each partition's in one ACK frame.
+    AckAll(Vec<super::batch::AckOne>),
     /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
     /// cumulatively.
     Ack {

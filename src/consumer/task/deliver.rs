@@ -5,8 +5,27 @@
 use super::*;
 
 impl Driver {
-    /// Hands queued messages to waiting receivers.
+    /// Hands queued messages to waiting receivers, then to batch receives
+    /// that are due.
     pub(super) async fn serve(&mut self) {
+        self.serve_single().await;
+        self.serve_batches().await;
+    }
+
+    /// What the next receiver gets in place of a message: the batch that
+    /// closed a zero-queue consumer, a partition given up, an unreadable
+    /// message a batch stopped before.
+    pub(super) fn report_for_next_receiver(&mut self) -> Option<ConsumerError> {
+        if let Some((topic, id)) = &self.closed_on_batch {
+            return Some(ConsumerError::BatchOnZeroQueue {
+                topic: topic.clone(),
+                id: *id,
+            });
+        }
+        self.lost_reports.pop_front()
+    }
+
+    async fn serve_single(&mut self) {
         // One clock read per pass: the messages handed over in it are
         // handed over at the same moment.
         let mut now = None;
@@ -14,7 +33,7 @@ impl Driver {
             if reply.is_closed() {
                 continue;
             }
-            if let Some(lost) = self.lost_reports.pop_front() {
+            if let Some(lost) = self.report_for_next_receiver() {
                 let _ = reply.send(Err(lost));
                 continue;
             }
@@ -33,6 +52,7 @@ impl Driver {
                             let _ = reply.send(Err(lost()));
                         }
                     }
+                    self.request_for_receivers().await;
                     return;
                 }
             }
@@ -71,7 +91,10 @@ impl Driver {
                 self.run_actions(index).await;
                 let message = incoming.message;
                 return Some(match message.unreadable() {
-                    None => Ok(message),
+                    None => {
+                        self.observe_delivery(&message);
+                        Ok(message)
+                    }
                     Some(reason) => {
                         warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
                         Err(ConsumerError::Unreadable {
@@ -113,6 +136,12 @@ impl Driver {
                 else {
                     return; // a chunk of a message still incomplete
                 };
+                if payload.metadata.num_messages_in_batch.is_some()
+                    && self.subs[index].core.config().receiver_queue_size == 0
+                {
+                    self.close_on_batch(index, message_id).await;
+                    return;
+                }
                 let sub = &mut self.subs[index];
                 // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
@@ -188,5 +217,34 @@ impl Driver {
                 self.reconnect(index, None).await;
             }
         }
+    }
+}
+
+impl Driver {
+    /// Zero queue: one permit for each waiting receiver the queue and the
+    /// permits granted before do not cover.
+    async fn request_for_receivers(&mut self) {
+        if self.subs.len() != 1 || self.subs[0].core.config().receiver_queue_size != 0 {
+            return;
+        }
+        self.waiting.retain(|reply| !reply.is_closed());
+        let waiting = self.waiting.len();
+        self.subs[0].core.request_for_receivers(waiting);
+        self.run_actions(0).await;
+    }
+
+    /// A batch reached a zero-queue consumer, which cannot take it (as
+    /// in Java): the consumer closes on the broker (the batch stays
+    /// unacked in the subscription), and this receive and every later one
+    /// fail with [`ConsumerError::BatchOnZeroQueue`].
+    async fn close_on_batch(&mut self, index: usize, id: MessageId) {
+        let sub = &mut self.subs[index];
+        warn!(topic = %sub.name, %id, "batched message on a zero receiver queue; closing the consumer");
+        self.closed_on_batch = Some((sub.name.to_string(), id.with_partition(sub.partition)));
+        // Its mailbox's end is ignored; nothing subscribes again.
+        sub.generation += 1;
+        sub.lost = true;
+        let (conn, consumer) = (sub.conn.clone(), sub.id);
+        let _ = conn.close_consumer(consumer).await;
     }
 }

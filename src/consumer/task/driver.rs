@@ -55,6 +55,41 @@ pub(crate) struct Settings {
     pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
+    /// The bound on the receiver queues of one partitioned topic's partitions together.
+    pub(crate) max_total_receiver_queue_size: u32,
+    /// What a batch receive waits for.
+    pub(crate) batch_receive: crate::consumer::batch_receive::BatchReceivePolicy,
+    /// Where deliveries and answers are counted.
+    pub(crate) stats: Arc<ConsumerRecorder>,
+    /// Told of every message handed out and of the answers to it.
+    pub(crate) interceptors: Chain<dyn ConsumerInterceptor>,
+}
+
+impl Settings {
+    /// The receiver queue of each of `topics`: a partition gets its share
+    /// of the total across the partitions of its topic in `topics`.
+    pub(super) fn queue_sizes(&self, topics: &[TopicName]) -> Vec<u32> {
+        let mut partitions: HashMap<String, u32> = HashMap::new();
+        let bases: Vec<Option<String>> = topics
+            .iter()
+            .map(|t| t.partition_index().map(|_| t.base().as_str().to_owned()))
+            .collect();
+        for base in bases.iter().flatten() {
+            *partitions.entry(base.clone()).or_default() += 1;
+        }
+        let queue = self.core.receiver_queue_size;
+        bases
+            .iter()
+            .map(|base| match base {
+                None => queue,
+                Some(base) => crate::consumer::core::config::partition_queue_size(
+                    queue,
+                    self.max_total_receiver_queue_size,
+                    partitions[base],
+                ),
+            })
+            .collect()
+    }
 }
 
 pub(crate) struct Driver {
@@ -75,9 +110,16 @@ pub(crate) struct Driver {
     pub(super) ack_tokens: u64,
     pub(super) acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
     pub(super) acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
-    /// Partitions given up for good while others go on: each is reported
-    /// once, to the next receiver.
+    /// Partitions given up for good while others go on, and unreadable
+    /// messages a batch ended before: each is reported once, to the next
+    /// receiver.
     pub(super) lost_reports: VecDeque<ConsumerError>,
+    /// Batch receives waiting to be due.
+    pub(super) batches: VecDeque<batch::PendingBatch>,
+    /// The queues' share of the client's memory limit.
+    pub(super) memory: memory::MemoryShare,
+    /// Zero queue: the batch that closed the consumer (topic, entry id).
+    pub(super) closed_on_batch: Option<(String, MessageId)>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -116,6 +158,7 @@ impl Driver {
                 .iter()
                 .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
                 .flatten()
+                .chain(self.batch_deadline())
                 .min();
             if deadline != armed {
                 if let Some(at) = deadline {
@@ -159,12 +202,14 @@ impl Driver {
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
+                () = self.memory.room() => {}
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
                     armed = None;
                     let now = clock::now();
                     for index in 0..self.subs.len() {
                         self.subs[index].core.on_tick(now);
+                        self.observe_ack_timeouts(index);
                         self.expire_chunks(index, now);
                         self.run_actions(index).await;
                         if self.subs[index].flush_at.is_some_and(|at| at <= now) {
@@ -174,6 +219,7 @@ impl Driver {
                 }
             }
             self.serve().await;
+            self.balance_memory().await;
         }
     }
 
@@ -181,8 +227,10 @@ impl Driver {
     async fn on_command(&mut self, command: Command) -> bool {
         match command {
             Command::Receive(reply) => self.waiting.push_back(reply),
+            Command::ReceiveBatch(reply) => self.receive_batch(reply),
+            Command::AckAll(acks) => self.ack_all(acks).await,
             Command::TryReceive(reply) => {
-                if let Some(lost) = self.lost_reports.pop_front() {
+                if let Some(lost) = self.report_for_next_receiver() {
                     let _ = reply.send(Err(lost));
                     return false;
                 }
@@ -198,7 +246,14 @@ impl Driver {
                 batch_size,
                 cumulative,
                 reply,
-            } => self.ack(&topic, id, batch_size, cumulative, reply).await,
+            } => {
+                if let Some(index) = self
+                    .record_ack(&topic, id, batch_size, cumulative, reply)
+                    .await
+                {
+                    self.run_actions(index).await;
+                }
+            }
             Command::AckInTxn {
                 topic,
                 id,
@@ -223,6 +278,7 @@ impl Driver {
                 redelivery_count,
             } => {
                 if let Some(index) = self.find(&topic) {
+                    self.observe_nack(&topic, id);
                     self.subs[index]
                         .core
                         .nack(clock::now(), id, redelivery_count);
@@ -268,14 +324,15 @@ impl Driver {
     /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
     /// that covers it (see `acks.rs`), otherwise it is answered once the
     /// ack is handed to the core, which keeps it until it can be sent.
-    async fn ack(
+    /// Returns the sub whose core now has actions to run.
+    pub(super) async fn record_ack(
         &mut self,
         topic: &str,
         id: MessageId,
         batch_size: Option<u32>,
         cumulative: bool,
         reply: Option<Reply<()>>,
-    ) {
+    ) -> Option<usize> {
         let answer = |reply: Option<Reply<()>>, error| {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(error));
@@ -286,7 +343,7 @@ impl Driver {
                 topic: topic.to_owned(),
             };
             answer(reply, error);
-            return;
+            return None;
         };
         let now = self.core_now();
         let sub = &mut self.subs[index];
@@ -295,12 +352,14 @@ impl Driver {
                 Ok(acked) => acked,
                 Err(refused) => {
                     answer(reply, refused.into());
-                    return;
+                    return None;
                 }
             }
         } else {
             sub.core.ack_with_batch_size(now, id, batch_size)
         };
+        self.observe_ack(topic, id, cumulative);
+        let sub = &mut self.subs[index];
         if let Some(reply) = reply {
             match acked {
                 _ if !self.settings.ack_receipts => {
@@ -308,7 +367,7 @@ impl Driver {
                 }
                 _ if sub.lost => {
                     let _ = reply.send(Err(self.lost_error(index)));
-                    return;
+                    return None;
                 }
                 Acked::Queued => sub.acks.next.push(reply),
                 Acked::AwaitingBatch { entry } => {
@@ -321,7 +380,7 @@ impl Driver {
                 }
             }
         }
-        self.run_actions(index).await;
+        Some(index)
     }
 
     /// The instant for the cores' calls: the clock when they use it (an

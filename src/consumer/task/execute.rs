@@ -10,21 +10,39 @@ impl Driver {
     /// a reconnect) for the new consumer id. With receipts, the ACKs of this
     /// pass answer the acks waiting for them (see `acks.rs`).
     pub(super) async fn run_actions(&mut self, index: usize) {
+        self.sync_memory(index);
         if self.resubscribes.is_running(index) {
             return;
         }
         let receipts = self.settings.ack_receipts;
         let mut flight = acks::Flight::default();
+        // Individual acks of consecutive actions, sent in one ACK frame
+        // (each id with its own ack_set) before anything that follows them.
+        let mut individual = Vec::new();
         let sub = &mut self.subs[index];
         while let Some(action) = sub.core.poll_action() {
             // A chunked message's ack or redelivery names all its chunks.
             let action = sub.chunks.expand(action);
             let (conn, id) = (&sub.conn, sub.id);
+            let joins = matches!(
+                action,
+                Action::Ack {
+                    cumulative: false,
+                    ..
+                }
+            ) && !receipts;
+            if !joins {
+                send_individual(conn, id, &mut individual).await;
+            }
             let sent = match action {
                 Action::Flow(permits) => {
                     trace!(topic = %sub.name, permits, "FLOW");
+                    let queue_empty = sub.core.queued() == 0;
                     if self.settings.forwards.withhold(index, id, permits) {
                         // Too many dead-letter forwards in flight: later.
+                        Ok(())
+                    } else if self.memory.withhold(index, id, permits, queue_empty) {
+                        // The client's memory limit is reached: later.
                         Ok(())
                     } else {
                         conn.send_control(commands::flow(id, permits)).await
@@ -65,6 +83,9 @@ impl Driver {
                         sub.flush_at
                             .get_or_insert_with(|| clock::after(clock::now(), group));
                         Ok(())
+                    } else if kind == AckType::Individual {
+                        individual.extend(ids);
+                        Ok(())
                     } else {
                         send_each(conn, commands::split_ids(ids), |run| {
                             commands::ack(id, run, kind, None)
@@ -101,6 +122,7 @@ impl Driver {
                 debug!(topic = %sub.name, error = %e, "control command not sent");
             }
         }
+        send_individual(&sub.conn, sub.id, &mut individual).await;
         if flight.acks.is_empty() {
             // Nothing sent: the replies wait (they come with an ACK).
             sub.acks.next.append(&mut flight.replies);
@@ -274,6 +296,26 @@ impl Driver {
             // The broker redelivers what it did not see acked.
             debug!(topic = %sub.name, error = %e, "grouped ack not sent");
         }
+    }
+}
+
+/// Sends the individual acks gathered so far (one ACK frame, more only
+/// past the frame size limit).
+async fn send_individual(
+    conn: &Connection,
+    consumer: ConsumerId,
+    ids: &mut Vec<crate::proto::MessageIdData>,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    let runs = commands::split_ids(std::mem::take(ids));
+    let sent = send_each(conn, runs, |run| {
+        commands::ack(consumer, run, AckType::Individual, None)
+    });
+    if let Err(e) = sent.await {
+        // The mailbox gets ConnectionLost next and resubscribes.
+        debug!(error = %e, "ACK not sent");
     }
 }
 

@@ -8,16 +8,20 @@
 
 mod acks;
 mod attach;
+mod batch;
 mod chunked;
 mod command;
 mod deliver;
 mod driver;
 mod execute;
 mod forward;
+mod memory;
+mod observe;
 mod resubscribe;
 mod txn_acks;
 
 pub(crate) use attach::expand;
+pub(crate) use batch::AckOne;
 pub(crate) use command::{Activity, Command};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
@@ -48,6 +52,8 @@ use crate::client::{Client, TopicName};
 use crate::clock;
 use crate::connection::{Connection, ConsumerEvent, Response};
 use crate::ids::ConsumerId;
+use crate::interceptor::{Chain, ConsumerInterceptor};
 use crate::message_id::MessageId;
 use crate::proto::command_ack::AckType;
+use crate::stats::ConsumerRecorder;
 use crate::wire::commands::{self, SeekTarget};

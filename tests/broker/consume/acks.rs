@@ -181,11 +181,15 @@ async fn bad_settings_are_typed_errors_before_any_io() {
         assert!(matches!(err, ConsumerError::EmptySubscription), "{err}");
         let err = client
             .consumer("t", "s")
+            .topic("u")
             .receiver_queue_size(0)
             .subscribe()
             .await
-            .expect_err("zero queue");
-        assert!(matches!(err, ConsumerError::ZeroReceiverQueue), "{err}");
+            .expect_err("zero queue on two topics");
+        assert!(
+            matches!(err, ConsumerError::ZeroQueueNeedsOneTopic { topics: 2 }),
+            "{err}"
+        );
         let err = client
             .consumer("a/b", "s")
             .subscribe()

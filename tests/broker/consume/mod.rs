@@ -8,6 +8,7 @@ mod acks;
 mod dead_letter;
 mod delivery;
 mod kinds;
+mod options;
 mod outcomes;
 mod random_run;
 mod reader;

@@ -1,0 +1,259 @@
+//! The consumer's share of the client's memory limit: the payload bytes
+//! its receiver queues hold count against the limit the producers use
+//! (Java's `memoryLimit`, shared by producers and consumers).
+//!
+//! The bytes of each partition's queue are taken from the client's budget
+//! when messages are queued and given back when the application takes
+//! them (or a rewind, a reconnect or the consumer's end drops them). A
+//! message is queued whatever the budget holds (the broker sent it); what
+//! the budget cannot cover is taken as soon as it has room again, so while
+//! consumers hold more than the limit, producers wait. While the limit is
+//! reached a partition whose queue holds messages grants the broker no
+//! more permits: its FLOWs wait here until bytes are released. A partition
+//! whose queue is empty still asks, so one consumer's slow application
+//! never stalls another's (the limit is then passed by at most what the
+//! permits of one refill bring).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::Semaphore;
+
+use super::*;
+
+/// A wait for room in the budget (one permit free), then nothing.
+type Waiter = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// The bytes this consumer's queues take from the client's memory budget.
+pub(crate) struct MemoryShare {
+    budget: Arc<Semaphore>,
+    /// Bytes taken for each sub's queue (at most what it holds).
+    held: Vec<usize>,
+    /// FLOWs held back while at the limit: (sub index, the consumer id
+    /// they are for, permits).
+    withheld: Vec<(usize, ConsumerId, u32)>,
+    /// Armed while FLOWs are held back and the budget is used up.
+    waiter: Option<Waiter>,
+}
+
+impl std::fmt::Debug for MemoryShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryShare")
+            .field("held", &self.held.iter().sum::<usize>())
+            .field("withheld", &self.withheld)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryShare {
+    /// A share of `budget` (the client's memory limit), holding nothing.
+    pub(crate) fn new(budget: Arc<Semaphore>) -> Self {
+        Self {
+            budget,
+            held: Vec::new(),
+            withheld: Vec::new(),
+            waiter: None,
+        }
+    }
+
+    /// Sub `index` now queues `bytes`: takes what it gained from the
+    /// budget (as far as it has room) or gives back what it lost.
+    pub(crate) fn sync(&mut self, index: usize, bytes: usize) {
+        if self.held.len() <= index {
+            self.held.resize(index + 1, 0);
+        }
+        let held = &mut self.held[index];
+        if bytes < *held {
+            self.budget.add_permits(*held - bytes);
+            *held = bytes;
+        } else if bytes > *held {
+            *held += self.budget.forget_permits(bytes - *held);
+        }
+    }
+
+    /// Whether the budget is used up.
+    pub(crate) fn reached(&self) -> bool {
+        self.budget.available_permits() == 0
+    }
+
+    /// Holds back a FLOW of `permits` for `consumer` (of sub `index`)
+    /// while the budget is used up and the sub's queue holds messages;
+    /// false if it may go out now.
+    pub(crate) fn withhold(
+        &mut self,
+        index: usize,
+        consumer: ConsumerId,
+        permits: u32,
+        queue_empty: bool,
+    ) -> bool {
+        if queue_empty || !self.reached() {
+            return false;
+        }
+        match self
+            .withheld
+            .iter_mut()
+            .find(|(i, c, _)| *i == index && *c == consumer)
+        {
+            Some((_, _, held)) => *held = held.saturating_add(permits),
+            None => self.withheld.push((index, consumer, permits)),
+        }
+        true
+    }
+
+    /// The FLOWs held back that may go out now: all of them once the
+    /// budget has room, else those of subs whose queue is empty
+    /// (`queue_empty(index)`). Arms the wait for room for what stays.
+    pub(crate) fn release(
+        &mut self,
+        queue_empty: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, ConsumerId, u32)> {
+        if self.withheld.is_empty() {
+            self.waiter = None;
+            return Vec::new();
+        }
+        let released = if self.reached() {
+            let (go, stay) = std::mem::take(&mut self.withheld)
+                .into_iter()
+                .partition(|(index, _, _)| queue_empty(*index));
+            self.withheld = stay;
+            go
+        } else {
+            std::mem::take(&mut self.withheld)
+        };
+        if self.withheld.is_empty() {
+            self.waiter = None;
+        } else if self.waiter.is_none() {
+            let budget = self.budget.clone();
+            self.waiter = Some(Box::pin(async move {
+                // Room for one byte; given back at once (the queues take
+                // what they need when they sync).
+                let _ = budget.acquire_owned().await;
+            }));
+        }
+        released
+    }
+
+    /// Waits until the budget has room while FLOWs are held back (pending
+    /// forever otherwise); then [`release`](Self::release) lets them go.
+    pub(crate) async fn room(&mut self) {
+        match &mut self.waiter {
+            Some(waiter) => {
+                waiter.await;
+                self.waiter = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Bytes taken from the budget, for tests.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.held.iter().sum()
+    }
+}
+
+impl Drop for MemoryShare {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.held.iter().sum());
+    }
+}
+
+impl Driver {
+    /// Brings sub `index`'s share of the memory budget in line with what
+    /// its queue holds.
+    pub(super) fn sync_memory(&mut self, index: usize) {
+        let bytes = self.subs[index].core.queued_bytes();
+        self.memory.sync(index, bytes);
+    }
+
+    /// Brings every sub's share in line, then sends the FLOWs held back
+    /// that may go out now (to subs still on the consumer id they were for).
+    pub(super) async fn balance_memory(&mut self) {
+        for index in 0..self.subs.len() {
+            self.sync_memory(index);
+        }
+        let subs = &self.subs;
+        let released = self
+            .memory
+            .release(|index| subs.get(index).is_none_or(|s| s.core.queued() == 0));
+        for (index, consumer, permits) in released {
+            let Some(sub) = self.subs.get(index).filter(|s| s.id == consumer) else {
+                continue; // subscribed again since: granted its whole queue anew
+            };
+            trace!(topic = %sub.name, permits, "FLOW held back for memory");
+            if let Err(e) = sub
+                .conn
+                .send_control(commands::flow(consumer, permits))
+                .await
+            {
+                debug!(topic = %sub.name, error = %e, "withheld FLOW not sent");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_bytes_are_taken_and_given_back() {
+        let budget = Arc::new(Semaphore::new(100));
+        let mut share = MemoryShare::new(budget.clone());
+        share.sync(0, 30);
+        share.sync(2, 50);
+        assert_eq!((share.held(), budget.available_permits()), (80, 20));
+        share.sync(0, 10);
+        assert_eq!((share.held(), budget.available_permits()), (60, 40));
+        assert!(!share.reached());
+        // Past the limit: the queue holds 130, the budget covers 100.
+        share.sync(2, 120);
+        assert_eq!((share.held(), budget.available_permits()), (100, 0));
+        assert!(share.reached());
+        // What could not be covered is taken once there is room.
+        budget.add_permits(15);
+        share.sync(2, 120);
+        assert_eq!((share.held(), budget.available_permits()), (115, 0));
+        share.sync(2, 0);
+        assert_eq!((share.held(), budget.available_permits()), (10, 105));
+        drop(share);
+        assert_eq!(
+            budget.available_permits(),
+            115,
+            "a dropped share gives all back"
+        );
+    }
+
+    #[test]
+    fn flows_wait_while_the_budget_is_used_up_and_the_queue_holds_messages() {
+        let budget = Arc::new(Semaphore::new(10));
+        let mut share = MemoryShare::new(budget.clone());
+        let (a, b) = (ConsumerId(1), ConsumerId(2));
+        assert!(!share.withhold(0, a, 5, false), "room left");
+        share.sync(0, 10);
+        assert!(share.withhold(0, a, 5, false));
+        assert!(share.withhold(0, a, 3, false));
+        assert!(!share.withhold(1, b, 4, true), "an empty queue still asks");
+        assert!(share.withhold(1, b, 4, false));
+        assert_eq!(share.release(|_| false), []);
+        assert!(share.waiter.is_some(), "waits for room");
+        assert_eq!(share.release(|i| i == 1), [(1, b, 4)], "its queue emptied");
+        share.sync(0, 9);
+        assert_eq!(share.release(|_| false), [(0, a, 8)], "room again");
+        assert!(share.waiter.is_none());
+    }
+
+    #[tokio::test]
+    async fn room_waits_for_a_release() {
+        use futures::FutureExt;
+        let budget = Arc::new(Semaphore::new(1));
+        let mut share = MemoryShare::new(budget.clone());
+        share.sync(0, 1);
+        assert!(share.withhold(0, ConsumerId(1), 1, false));
+        assert!(share.release(|_| false).is_empty());
+        assert!(share.room().now_or_never().is_none(), "no room yet");
+        budget.add_permits(1);
+        share.room().await;
+        assert_eq!(share.release(|_| false).len(), 1);
+    }
+}
