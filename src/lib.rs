@@ -34,6 +34,9 @@
 //!   partition routing, send receipts.
 //! - [`consumer`]: [`Consumer`] (receive, ack, nack, seek, `run` with
 //!   handler outcomes), the dead-letter and retry policies, and [`Reader`].
+//! - [`schema`]: typed producers and consumers (JSON, Avro, Protobuf,
+//!   primitives, key-value, AUTO_CONSUME) over the same handles, and the
+//!   broker's schema registry.
 //! - [`Error`]: every layer's error converts into it; each layer also has
 //!   its own typed error ([`ClientError`], [`ConsumerError`],
 //!   [`producer::ProducerError`], [`ConnectionError`]).
@@ -57,7 +60,10 @@
 //! - `tls`: `pulsar+ssl://` service URLs through rustls.
 //! - `oauth2`: OAuth2 client credentials, `auth::OAuth2ClientCredentials`
 //!   (brings `tls`).
-//! - `cli`: the `pulsar-wire` command (brings `tls` and `oauth2`).
+//! - `json`, `avro`, `protobuf`: the schema formats of [`schema`] (none is
+//!   needed for bytes, strings, primitives and key-values of them).
+//! - `cli`: the `pulsar-wire` command (brings `tls`, `oauth2`, `json`,
+//!   `avro` and `protobuf`).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -78,6 +84,7 @@ pub mod interceptor;
 pub mod message_id;
 pub mod producer;
 pub mod proto;
+pub mod schema;
 pub mod stats;
 pub mod transaction;
 pub mod wire;
@@ -106,4 +113,7 @@ mod documentation {
     struct Protocol;
     #[doc = include_str!("../docs/transactions.md")]
     struct Transactions;
+    #[cfg(feature = "avro")]
+    #[doc = include_str!("../docs/schemas.md")]
+    struct Schemas;
 }

@@ -44,6 +44,10 @@ pub enum Response {
     AddSubscriptionToTxnResponse(proto::CommandAddSubscriptionToTxnResponse),
     /// `END_TXN_RESPONSE` without an error: the transaction is committed or aborted.
     EndTxnResponse(proto::CommandEndTxnResponse),
+    /// `GET_SCHEMA_RESPONSE` without an error code.
+    GetSchemaResponse(proto::CommandGetSchemaResponse),
+    /// `GET_OR_CREATE_SCHEMA_RESPONSE` without an error code.
+    GetOrCreateSchemaResponse(proto::CommandGetOrCreateSchemaResponse),
 }
 
 impl Response {
@@ -63,6 +67,8 @@ impl Response {
             Self::AddPartitionToTxnResponse(_) => "ADD_PARTITION_TO_TXN_RESPONSE",
             Self::AddSubscriptionToTxnResponse(_) => "ADD_SUBSCRIPTION_TO_TXN_RESPONSE",
             Self::EndTxnResponse(_) => "END_TXN_RESPONSE",
+            Self::GetSchemaResponse(_) => "GET_SCHEMA_RESPONSE",
+            Self::GetOrCreateSchemaResponse(_) => "GET_OR_CREATE_SCHEMA_RESPONSE",
         }
     }
 }

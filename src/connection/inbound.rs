@@ -59,7 +59,9 @@ impl Router {
             | Type::PartitionedMetadataResponse
             | Type::GetLastMessageIdResponse
             | Type::AckResponse
-            | Type::GetTopicsOfNamespaceResponse => self.on_response(command),
+            | Type::GetTopicsOfNamespaceResponse
+            | Type::GetSchemaResponse
+            | Type::GetOrCreateSchemaResponse => self.on_response(command),
             Type::TcClientConnectResponse
             | Type::NewTxnResponse
             | Type::AddPartitionToTxnResponse
@@ -146,6 +148,26 @@ impl Router {
                 get_topics_of_namespace_response: Some(b),
                 ..
             } => (b.request_id, Ok(Response::GetTopicsOfNamespaceResponse(*b))),
+            BaseCommand {
+                get_schema_response: Some(b),
+                ..
+            } => match b.error_code {
+                Some(_) => (
+                    b.request_id,
+                    Err((b.error_code(), b.error_message.clone().unwrap_or_default())),
+                ),
+                None => (b.request_id, Ok(Response::GetSchemaResponse(*b))),
+            },
+            BaseCommand {
+                get_or_create_schema_response: Some(b),
+                ..
+            } => match b.error_code {
+                Some(_) => (
+                    b.request_id,
+                    Err((b.error_code(), b.error_message.clone().unwrap_or_default())),
+                ),
+                None => (b.request_id, Ok(Response::GetOrCreateSchemaResponse(*b))),
+            },
             other => {
                 // The frame decoder guarantees the body named by the type.
                 debug!(

@@ -218,6 +218,15 @@ pub enum ConsumerError {
         /// Why.
         reason: super::Unreadable,
     },
+    /// The broker refused the consumer's schema: it cannot read the
+    /// topic's (its compatibility strategy).
+    #[error("the broker refused the schema of the consumer on {topic}: {message}")]
+    IncompatibleSchema {
+        /// The topic (partition).
+        topic: String,
+        /// What the broker said.
+        message: String,
+    },
     /// The broker closed the consumer, or its connection died, and it could
     /// not subscribe again (each attempt's error is logged).
     #[error(

@@ -48,6 +48,8 @@ pub(crate) struct MessageFields {
     /// Set when the payload is handed over as it came (encrypted, or with
     /// an unknown codec).
     pub(crate) undecoded: Option<Box<Undecoded>>,
+    /// The version of the schema the producer wrote it with.
+    pub(crate) schema_version: Option<Bytes>,
 }
 
 /// A message whose payload was not decoded.
@@ -134,6 +136,17 @@ impl Message {
         self.0.redelivery_count
     }
 
+    /// The version of the schema it was written with (for a batch member,
+    /// its batch's); `None` from a producer without a schema (or with an
+    /// empty version, as pulsar-lite gives producers).
+    pub fn schema_version(&self) -> Option<crate::schema::SchemaVersion> {
+        self.0
+            .schema_version
+            .clone()
+            .filter(|v| !v.is_empty())
+            .map(crate::schema::SchemaVersion)
+    }
+
     /// Whether the producer sent a null value (a tombstone on a compacted
     /// topic); the payload is then empty.
     pub fn is_null_value(&self) -> bool {
@@ -189,6 +202,7 @@ mod tests {
             null_value: false,
             batch_size: None,
             undecoded: None,
+            schema_version: None,
         }));
         assert_eq!(m.id().batch_index, 1);
         assert_eq!(m.topic(), "persistent://public/default/t");

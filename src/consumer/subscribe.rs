@@ -54,6 +54,8 @@ pub(crate) struct SubscribeOptions {
     pub(crate) start_message_id: Option<MessageId>,
     /// Whether the message at a start or seek id is delivered too.
     pub(crate) start_inclusive: bool,
+    /// The schema registered in SUBSCRIBE (none for bytes).
+    pub(crate) schema: Option<proto::Schema>,
     /// Key_Shared: the broker may deliver a key's messages out of order.
     pub(crate) allow_out_of_order_delivery: bool,
 }
@@ -131,6 +133,7 @@ impl SubscribeOptions {
             initial_position: Some(position as i32),
             key_shared_meta,
             consumer_epoch,
+            schema: self.schema.clone(),
             ..proto::CommandSubscribe::default()
         }
     }

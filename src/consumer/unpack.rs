@@ -268,6 +268,7 @@ impl Entry<'_> {
             null_value: m.null_value(),
             batch_size: None,
             undecoded: None,
+            schema_version: m.schema_version.clone(),
         }))
     }
 
@@ -294,6 +295,7 @@ impl Entry<'_> {
             null_value: s.null_value.unwrap_or(false),
             batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),
             undecoded: None,
+            schema_version: self.metadata.schema_version.clone(),
         }))
     }
 }

@@ -92,6 +92,8 @@ pub(crate) type Sealed<T> = Result<Entry<T>, SealError<T>>;
 pub(crate) struct Batcher<T> {
     config: BatchConfig,
     producer_name: String,
+    /// The schema version every entry carries (a producer with a schema).
+    schema_version: Option<Bytes>,
     buf: BytesMut,
     payload_bytes: usize,
     first: u64,
@@ -110,6 +112,7 @@ impl<T> Batcher<T> {
         Self {
             config,
             producer_name: producer_name.into(),
+            schema_version: None,
             buf: BytesMut::new(),
             payload_bytes: 0,
             first: 0,
@@ -120,6 +123,12 @@ impl<T> Batcher<T> {
             tokens: Vec::new(),
             ready: VecDeque::new(),
         }
+    }
+
+    /// Stamps every entry with `version`, the producer's schema version.
+    pub(crate) fn with_schema_version(mut self, version: Option<Bytes>) -> Self {
+        self.schema_version = version;
+        self
     }
 
     /// Takes `msg` with its resolved `sequence_id`, at `now` / `wall_ms`.
@@ -133,7 +142,8 @@ impl<T> Batcher<T> {
     ) {
         if !self.config.enabled || msg.get_deliver().is_some() || msg.is_encoded() {
             self.flush();
-            let metadata = msg.entry_metadata(&self.producer_name, sequence_id, wall_ms);
+            let mut metadata = msg.entry_metadata(&self.producer_name, sequence_id, wall_ms);
+            metadata.schema_version.clone_from(&self.schema_version);
             let sealed = if msg.is_encoded() {
                 Ok(self.entry(metadata, msg.payload().clone(), false, vec![token]))
             } else {
@@ -181,6 +191,7 @@ impl<T> Batcher<T> {
             publish_time: self.publish_time,
             num_messages_in_batch: Some(i32::try_from(tokens.len()).unwrap_or(i32::MAX)),
             highest_sequence_id: Some(self.last),
+            schema_version: self.schema_version.clone(),
             ..MessageMetadata::default()
         };
         if let Some(txn) = self.txn.take() {

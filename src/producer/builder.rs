@@ -59,6 +59,7 @@ impl Client {
         ProducerBuilder {
             client: self.clone(),
             topic: topic.into(),
+            schema: None,
             name: None,
             access_mode: AccessMode::Shared,
             batch: BatchConfig::default(),
@@ -102,8 +103,10 @@ impl Client {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `create` is awaited"]
 pub struct ProducerBuilder {
-    client: Client,
-    topic: String,
+    pub(crate) client: Client,
+    pub(crate) topic: String,
+    /// The schema to register in PRODUCER (none for bytes).
+    pub(crate) schema: Option<crate::proto::Schema>,
     name: Option<String>,
     access_mode: AccessMode,
     batch: BatchConfig,
@@ -332,6 +335,7 @@ impl ProducerBuilder {
             user_named: self.name.is_some(),
             access_mode: self.access_mode,
             topic_epoch: None,
+            schema: self.schema.clone(),
         }
     }
 }

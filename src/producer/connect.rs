@@ -43,6 +43,8 @@ pub(crate) struct Recipe {
     /// `ExclusiveWithFencing` one) is then refused instead of taking the
     /// topic back.
     pub(crate) topic_epoch: Option<u64>,
+    /// The schema registered in PRODUCER (none for bytes).
+    pub(crate) schema: Option<proto::Schema>,
 }
 
 /// Creates the producer on `conn`; `next_sequence` follows the broker's
@@ -76,6 +78,7 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         topic_epoch: recipe.topic_epoch,
         // The broker readies the topic's transaction buffer first.
         txn_enabled: recipe.client.coordinators().is_some().then_some(true),
+        schema: recipe.schema.clone(),
         ..proto::CommandProducer::default()
     };
     let answer = conn
@@ -109,6 +112,8 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         partition: recipe.partition,
         next_sequence: u64::try_from(last).map_or(0, |last| last.saturating_add(1)),
         topic_epoch: success.topic_epoch,
+        // pulsar-lite answers with an empty version: no version.
+        schema_version: success.schema_version.filter(|v| !v.is_empty()),
         events,
         unclaimed,
     })

@@ -131,6 +131,25 @@ pub enum ProducerError {
     /// partition to the transaction, or the transaction is not open.
     #[error(transparent)]
     Transaction(#[from] crate::transaction::TransactionError),
+    /// The broker refused the producer's schema: it is not compatible with
+    /// the topic's (its compatibility strategy), or the topic takes no new
+    /// schemas.
+    #[error("the broker refused the schema of the producer on {topic}: {message}")]
+    IncompatibleSchema {
+        /// The topic (the partition, for a partitioned topic).
+        topic: String,
+        /// What the broker said.
+        message: String,
+    },
+    /// The producer's schema could not encode the value; nothing was sent.
+    #[error("encoding a value for {topic}: {source}")]
+    Encode {
+        /// The topic.
+        topic: String,
+        /// The schema's error.
+        #[source]
+        source: crate::schema::SchemaError,
+    },
     /// The producer was closed (by [`close`](super::Producer::close) or
     /// because every handle was dropped).
     #[error("producer closed")]

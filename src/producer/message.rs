@@ -84,6 +84,12 @@ impl ProducerMessage {
         self
     }
 
+    /// Replaces the payload (a typed producer's encoded value).
+    pub(crate) fn with_payload(mut self, payload: Bytes) -> Self {
+        self.payload = payload;
+        self
+    }
+
     /// Marks the key as base64 text of a binary key (the protocol's
     /// `partition_key_b64_encoded`), as a copy of a received message keeps it.
     pub(crate) fn key_is_base64(mut self, yes: bool) -> Self {

@@ -79,6 +79,8 @@ pub(crate) struct Created {
     pub(crate) next_sequence: u64,
     /// The topic epoch the broker gave, if it gave one.
     pub(crate) topic_epoch: Option<u64>,
+    /// The version of the producer's schema, stamped on every entry.
+    pub(crate) schema_version: Option<bytes::Bytes>,
     pub(crate) events: mpsc::UnboundedReceiver<ProducerEvent>,
     /// Closes the producer on the broker if it is dropped before a driver
     /// claims it.
@@ -140,7 +142,8 @@ pub(crate) fn spawn(mut created: Created, mut recipe: Recipe, settings: Settings
     let driver = Driver {
         recipe,
         link: Link::up_since(clock::now()),
-        batcher: Batcher::new(settings.batch, created.name.clone()),
+        batcher: Batcher::new(settings.batch, created.name.clone())
+            .with_schema_version(created.schema_version.clone()),
         pending: Pending::default(),
         budget: Budget::new(Some(settings.max_pending_messages), None),
         p: created,

@@ -456,6 +456,31 @@ pub fn end_txn(txn: TxnId, action: proto::TxnAction, request: RequestId) -> Base
     }
 }
 
+/// GET_SCHEMA: the schema of `topic` at `version` (the latest when `None`).
+pub fn get_schema(topic: &str, version: Option<Bytes>, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        get_schema: Some(Box::new(proto::CommandGetSchema {
+            request_id: request.0,
+            topic: topic.to_owned(),
+            schema_version: version,
+        })),
+        ..base(Type::GetSchema)
+    }
+}
+
+/// GET_OR_CREATE_SCHEMA: the version of `schema` on `topic`, registered
+/// first if the topic's compatibility rules allow it.
+pub fn get_or_create_schema(topic: &str, schema: proto::Schema, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        get_or_create_schema: Some(Box::new(proto::CommandGetOrCreateSchema {
+            request_id: request.0,
+            topic: topic.to_owned(),
+            schema,
+        })),
+        ..base(Type::GetOrCreateSchema)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,9 @@ mod produce;
 mod raw_reader;
 mod resilience;
 mod resources;
+// JSON and Avro values (`avro` brings `json`); `cli` brings both.
+#[cfg(feature = "avro")]
+mod schema;
 mod secured;
 mod service_url;
 #[cfg(feature = "tls")]

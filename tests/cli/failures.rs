@@ -7,7 +7,7 @@ use crate::{Run, pulsar_wire, run_raw};
 
 /// Asserts a failed run: `code`, no stdout, one `pulsar-wire: error:` line
 /// (or clap's usage text for code 2) mentioning `needle`.
-fn assert_failed(run: &Run, code: i32, needle: &str) {
+pub(crate) fn assert_failed(run: &Run, code: i32, needle: &str) {
     assert_eq!(run.code, Some(code), "{run:#?}");
     assert!(run.stdout.is_empty(), "{run:#?}");
     assert!(

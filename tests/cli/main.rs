@@ -11,6 +11,7 @@ mod letters;
 mod nack_passes;
 mod perf;
 mod round_trip;
+mod schema;
 mod secured;
 mod tls;
 

@@ -49,6 +49,32 @@ pub async fn shared_from_start(
         .expect("subscribe")
 }
 
+/// As [`shared_from_start`], with `schema` (subscription "typed").
+pub async fn typed_from_start<T>(
+    client: &pulsar_wire::Client,
+    topic: &str,
+    schema: impl pulsar_wire::schema::Schema<T> + 'static,
+) -> pulsar_wire::schema::TypedConsumer<T> {
+    use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
+    client
+        .consumer(topic, "typed")
+        .subscription_type(SubscriptionType::Shared)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe_with(schema)
+        .await
+        .expect("subscribe with the schema")
+}
+
+/// Sends `value` with a typed producer and waits for the broker to store it.
+pub async fn stored<T>(producer: &pulsar_wire::schema::TypedProducer<T>, value: &T) {
+    producer
+        .send(value)
+        .await
+        .expect("queued")
+        .await
+        .expect("stored");
+}
+
 /// Sends `tracing` output to the test's captured output (`RUST_LOG` filters it).
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

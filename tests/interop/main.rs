@@ -10,3 +10,6 @@ mod consume;
 mod dead_letter;
 mod encryption;
 mod produce;
+// JSON and Avro values (`avro` brings `json`); `cli` brings both.
+#[cfg(feature = "avro")]
+mod schema;

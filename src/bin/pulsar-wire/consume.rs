@@ -1,11 +1,14 @@
 //! `pulsar-wire consume`: receive messages, apply an outcome to each (ack,
-//! nack or nothing) and print one JSON line per message.
+//! nack or nothing) and print one JSON line per message, with the value
+//! decoded in its writer's schema when it has one.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
 use base64::Engine as _;
 use pulsar_wire::consumer::{DeadLetterPolicy, InitialPosition, SubscriptionType};
+use pulsar_wire::schema::{AutoConsume, SchemaInfo, SchemaVersion};
 use pulsar_wire::{Client, Consumer, Message};
 
 use crate::BoxError;
@@ -131,14 +134,19 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         builder = builder.enable_retry(true);
     }
     let mut consumer = builder.subscribe().await?;
-    let outcome = consume(&mut consumer, &args).await;
+    let mut writers = Writers::new(client);
+    let outcome = consume(&mut consumer, &mut writers, &args).await;
     let closed = consumer.close().await;
     outcome?;
     Ok(closed?)
 }
 
 /// Receives until COUNT, idle time or Ctrl-C.
-async fn consume(consumer: &mut Consumer, args: &Args) -> Result<(), BoxError> {
+async fn consume(
+    consumer: &mut Consumer,
+    writers: &mut Writers<'_>,
+    args: &Args,
+) -> Result<(), BoxError> {
     let idle = args.idle_exit_ms.map(Duration::from_millis);
     let mut seen = 0u64;
     let ctrl_c = tokio::signal::ctrl_c();
@@ -176,10 +184,63 @@ async fn consume(consumer: &mut Consumer, args: &Args) -> Result<(), BoxError> {
             }
             Ok(())
         };
-        print_then(|| crate::print_json(&message_line(&msg, applied)), apply).await?;
+        let mut line = message_line(&msg, applied);
+        writers.add_value(&msg, &mut line).await;
+        print_then(|| crate::print_json(&line), apply).await?;
         seen += 1;
     }
     Ok(())
+}
+
+/// The writers' schemas of the messages met, by topic and version, each
+/// fetched once (a failed fetch is kept too: its error goes on every line
+/// of that version).
+struct Writers<'a> {
+    client: &'a Client,
+    known: HashMap<(String, SchemaVersion), Result<SchemaInfo, String>>,
+}
+
+impl<'a> Writers<'a> {
+    fn new(client: &'a Client) -> Self {
+        Self {
+            client,
+            known: HashMap::new(),
+        }
+    }
+
+    /// Adds `value` (the message decoded in its writer's schema, as JSON)
+    /// or `value_error` to `line`, for a message with a schema version.
+    async fn add_value(&mut self, msg: &Message, line: &mut serde_json::Value) {
+        let Some(version) = msg.schema_version() else {
+            return;
+        };
+        let key = (msg.topic().to_owned(), version);
+        if !self.known.contains_key(&key) {
+            let fetched = match self.client.schema(&key.0, Some(&key.1)).await {
+                Ok(Some((info, _))) => Ok(info),
+                Ok(None) => Err(format!("{} has no schema version {}", key.0, key.1)),
+                Err(e) => Err(e.to_string()),
+            };
+            self.known.insert(key.clone(), fetched);
+        }
+        match self.known.get(&key).map(|w| decode(msg, w.as_ref())) {
+            Some(Ok(value)) => line["value"] = value,
+            Some(Err(e)) => line["value_error"] = e.into(),
+            None => {}
+        }
+    }
+}
+
+/// `msg`'s value in `writer`'s schema, as JSON.
+fn decode(
+    msg: &Message,
+    writer: Result<&SchemaInfo, &String>,
+) -> Result<serde_json::Value, String> {
+    let writer = writer.map_err(Clone::clone)?;
+    let value = AutoConsume
+        .decode_message(msg, writer)
+        .map_err(|e| e.to_string())?;
+    Ok(value.to_json())
 }
 
 /// Prints a message's line, then applies its outcome: the output is where

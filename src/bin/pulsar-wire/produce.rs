@@ -1,5 +1,5 @@
-//! `pulsar-wire produce`: send texts (or generated payloads) and print one
-//! JSON line per confirmed message.
+//! `pulsar-wire produce`: send texts (or generated payloads, or JSON values
+//! in a schema) and print one JSON line per confirmed message.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -7,7 +7,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use bytes::Bytes;
 use pulsar_wire::Client;
-use pulsar_wire::producer::{ProducerMessage, SendReceipt};
+use pulsar_wire::producer::{Producer, ProducerBuilder, ProducerMessage, SendReceipt};
+use pulsar_wire::schema::{Avro, Json, Schema};
+use serde_json::Value;
 
 use crate::BoxError;
 
@@ -25,6 +27,20 @@ pub(crate) struct Args {
     /// The -m values are base64 text of binary payloads.
     #[arg(long, requires = "messages")]
     base64: bool,
+
+    /// Send JSON values in this schema, registered with the producer (with
+    /// --value; the definition from --definition, else the topic's).
+    #[arg(long, value_enum, requires = "values", conflicts_with_all = ["messages", "size"])]
+    schema: Option<SchemaKind>,
+
+    /// A JSON value to send in --schema (repeat for several).
+    #[arg(long = "value", value_name = "JSON", requires = "schema")]
+    values: Vec<String>,
+
+    /// The Avro schema (JSON text) of --schema json|avro; default: the
+    /// topic's latest schema of that type.
+    #[arg(long, value_name = "AVRO_SCHEMA", requires = "schema")]
+    definition: Option<String>,
 
     /// With -m: how many times to send the list; without: how many
     /// generated payloads to send.
@@ -71,6 +87,15 @@ pub(crate) struct Args {
     max_pending: u32,
 }
 
+/// A schema format of `--schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SchemaKind {
+    /// JSON text; the definition is an Avro schema, as the Java client registers.
+    Json,
+    /// Avro's binary encoding.
+    Avro,
+}
+
 /// A payload codec, as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Codec {
@@ -102,15 +127,22 @@ pub(crate) fn generated_payload(i: u64, size: usize) -> Bytes {
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
-    let payloads = payloads(&args)?;
-    let producer = client
+    let builder = client
         .producer(args.topic.as_str())
         .batching(args.batch)
         .chunking(args.chunking)
         .compression(args.compression.into())
-        .max_pending_messages(args.max_pending as usize)
-        .create()
-        .await?;
+        .max_pending_messages(args.max_pending as usize);
+    let (producer, payloads) = match args.schema {
+        None => (builder.create().await?, payloads(&args)?),
+        Some(kind) => {
+            let (producer, encoded) = with_schema(client, builder, kind, &args).await?;
+            let count = args.count;
+            let payloads: Box<dyn Iterator<Item = Bytes> + Send> =
+                Box::new((0..count).flat_map(move |_| encoded.clone().into_iter()));
+            (producer, payloads)
+        }
+    };
     let window = args.max_pending as usize;
     let mut in_flight: VecDeque<SendReceipt> = VecDeque::with_capacity(window.min(4096));
     let mut confirmed = 0u64;
@@ -137,6 +169,81 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     }
     producer.close().await?;
     Ok(())
+}
+
+/// A producer registering `kind` with the definition given (or the
+/// topic's), and the --value payloads encoded in it. Every value is
+/// encoded before the producer is created: a value that does not fit
+/// registers nothing and sends nothing.
+async fn with_schema(
+    client: &Client,
+    builder: ProducerBuilder,
+    kind: SchemaKind,
+    args: &Args,
+) -> Result<(Producer, Vec<Bytes>), BoxError> {
+    let definition = match &args.definition {
+        Some(text) => text.clone(),
+        None => topic_definition(client, &args.topic, kind).await?,
+    };
+    let values = args
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_str::<Value>(v)
+                .map_err(|e| format!("--value #{}: not JSON: {e}", i + 1).into())
+        })
+        .collect::<Result<Vec<Value>, BoxError>>()?;
+    match kind {
+        SchemaKind::Json => create_typed(builder, Json::<Value>::new(definition), &values).await,
+        SchemaKind::Avro => {
+            let schema = Avro::<Value>::from_definition(&definition)
+                .map_err(|e| format!("--definition: {e}"))?;
+            create_typed(builder, schema, &values).await
+        }
+    }
+}
+
+/// The definition of `topic`'s latest schema, which must be of `kind`.
+async fn topic_definition(
+    client: &Client,
+    topic: &str,
+    kind: SchemaKind,
+) -> Result<String, BoxError> {
+    let want = match kind {
+        SchemaKind::Json => pulsar_wire::schema::SchemaType::Json,
+        SchemaKind::Avro => pulsar_wire::schema::SchemaType::Avro,
+    };
+    match client.schema(topic, None).await? {
+        Some((info, _)) if info.schema_type == want => Ok(info
+            .definition()
+            .ok_or_else(|| format!("the {want} schema of {topic} is not text"))?
+            .to_owned()),
+        Some((info, _)) => Err(format!(
+            "{topic} has a {} schema, not {want}; give --definition",
+            info.schema_type
+        )
+        .into()),
+        None => Err(format!("{topic} has no schema; give --definition").into()),
+    }
+}
+
+async fn create_typed(
+    builder: ProducerBuilder,
+    schema: impl Schema<Value> + 'static,
+    values: &[Value],
+) -> Result<(Producer, Vec<Bytes>), BoxError> {
+    let encoded = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            schema
+                .encode(v)
+                .map_err(|e| format!("--value #{}: {e}", i + 1).into())
+        })
+        .collect::<Result<Vec<Bytes>, BoxError>>()?;
+    let typed = builder.create_with(schema).await?;
+    Ok((Producer::clone(&typed), encoded))
 }
 
 /// Waits for one receipt and prints its line.

@@ -143,6 +143,7 @@ mod tests {
             null_value: false,
             batch_size: None,
             undecoded: None,
+            schema_version: None,
         }))
     }
 
