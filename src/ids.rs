@@ -33,6 +33,10 @@ id_type!(
     ConsumerId
 );
 id_type!(
+    /// Names a topic-list watcher on one connection; WATCH_TOPIC_UPDATE carries it.
+    WatcherId
+);
+id_type!(
     /// A producer's sequence number for one message (or the first of a batch).
     SequenceId
 );

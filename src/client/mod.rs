@@ -8,6 +8,7 @@ mod address;
 mod connector;
 mod error;
 mod lookup;
+mod namespace;
 mod pool;
 mod service;
 #[cfg(feature = "tls")]
@@ -21,6 +22,7 @@ use std::time::Duration;
 pub use address::{BrokerAddress, DEFAULT_PORT, DEFAULT_TLS_PORT};
 pub use connector::{BrokerStream, Connector, TcpConnector};
 pub use error::{ClientError, TlsConfigProblem, UrlProblem};
+pub(crate) use namespace::TopicListing;
 pub use topic::{InvalidTopicName, TopicDomain, TopicName, TopicNameProblem};
 
 use crate::auth::Authentication;

@@ -148,6 +148,8 @@ pub(crate) fn handle_command(
         Command::RegisterConsumer { id, mailbox } => core.router.register_consumer(id, mailbox),
         Command::UnregisterProducer(id) => core.router.unregister_producer(id),
         Command::UnregisterConsumer(id) => core.router.unregister_consumer(id),
+        Command::RegisterWatcher { id, mailbox } => core.router.register_watcher(id, mailbox),
+        Command::UnregisterWatcher(id) => core.router.unregister_watcher(id),
         Command::Close { done } => return Some(done),
     }
     None

@@ -11,8 +11,8 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response};
-use crate::ids::{ConsumerId, ProducerId, RequestId};
+use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response, TopicListEvent};
+use crate::ids::{ConsumerId, ProducerId, RequestId, WatcherId};
 use crate::proto::BaseCommand;
 
 /// The reply channel of one request.
@@ -23,6 +23,9 @@ pub(crate) type ProducerMailbox = mpsc::UnboundedSender<ProducerEvent>;
 
 /// A consumer's mailbox (unbounded: see [`Connection::register_consumer`](super::Connection::register_consumer)).
 pub(crate) type ConsumerMailbox = mpsc::UnboundedSender<ConsumerEvent>;
+
+/// A topic-list watcher's mailbox (a few updates at most between reads).
+pub(crate) type WatcherMailbox = mpsc::UnboundedSender<TopicListEvent>;
 
 /// One instruction for the connection actor, on the control lane.
 ///
@@ -48,6 +51,13 @@ pub(crate) enum Command {
         id: ConsumerId,
         mailbox: ConsumerMailbox,
     },
+    /// Route topic-list updates for watcher `id` to `mailbox`.
+    RegisterWatcher {
+        id: WatcherId,
+        mailbox: WatcherMailbox,
+    },
+    /// Stop routing to watcher `id`.
+    UnregisterWatcher(WatcherId),
     /// Stop routing to producer `id`.
     UnregisterProducer(ProducerId),
     /// Stop routing to consumer `id`.
@@ -70,10 +80,16 @@ impl Command {
             Self::RegisterConsumer { mailbox, .. } => {
                 let _ = mailbox.send(ConsumerEvent::ConnectionLost(err.clone()));
             }
+            Self::RegisterWatcher { mailbox, .. } => {
+                let _ = mailbox.send(TopicListEvent::ConnectionLost(err.clone()));
+            }
             Self::Close { done } => {
                 let _ = done.send(());
             }
-            Self::Control(_) | Self::UnregisterProducer(_) | Self::UnregisterConsumer(_) => {}
+            Self::Control(_)
+            | Self::UnregisterProducer(_)
+            | Self::UnregisterConsumer(_)
+            | Self::UnregisterWatcher(_) => {}
         }
     }
 }

@@ -44,6 +44,9 @@ pub enum Response {
     AddSubscriptionToTxnResponse(proto::CommandAddSubscriptionToTxnResponse),
     /// `END_TXN_RESPONSE` without an error: the transaction is committed or aborted.
     EndTxnResponse(proto::CommandEndTxnResponse),
+    /// `WATCH_TOPIC_LIST_SUCCESS`: the watcher is set, with the topics it
+    /// matches now.
+    WatchTopicListSuccess(proto::CommandWatchTopicListSuccess),
     /// `GET_SCHEMA_RESPONSE` without an error code.
     GetSchemaResponse(proto::CommandGetSchemaResponse),
     /// `GET_OR_CREATE_SCHEMA_RESPONSE` without an error code.
@@ -67,6 +70,7 @@ impl Response {
             Self::AddPartitionToTxnResponse(_) => "ADD_PARTITION_TO_TXN_RESPONSE",
             Self::AddSubscriptionToTxnResponse(_) => "ADD_SUBSCRIPTION_TO_TXN_RESPONSE",
             Self::EndTxnResponse(_) => "END_TXN_RESPONSE",
+            Self::WatchTopicListSuccess(_) => "WATCH_TOPIC_LIST_SUCCESS",
             Self::GetSchemaResponse(_) => "GET_SCHEMA_RESPONSE",
             Self::GetOrCreateSchemaResponse(_) => "GET_OR_CREATE_SCHEMA_RESPONSE",
         }
@@ -169,6 +173,20 @@ pub enum ConsumerEvent {
     /// `TOPIC_MIGRATED`: the topic moved to another cluster.
     TopicMigrated(BrokerHint),
     /// The connection died; every registration is gone and no more events follow.
+    ConnectionLost(ConnectionError),
+}
+
+/// What a connection tells a registered topic-list watcher.
+#[derive(Debug, Clone)]
+pub(crate) enum TopicListEvent {
+    /// `WATCH_TOPIC_UPDATE`: topics created and deleted, and the hash of
+    /// the list after them.
+    Update {
+        added: Vec<String>,
+        deleted: Vec<String>,
+        hash: String,
+    },
+    /// The connection died; the watcher is gone with it.
     ConnectionLost(ConnectionError),
 }
 

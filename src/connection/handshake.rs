@@ -29,6 +29,8 @@ pub(crate) struct Connected {
     pub(crate) protocol_version: i32,
     /// The largest message the broker accepts.
     pub(crate) max_message_size: usize,
+    /// Whether the broker takes WATCH_TOPIC_LIST (its feature flags say so).
+    pub(crate) supports_topic_watchers: bool,
 }
 
 /// The meaning of one frame received while waiting for CONNECTED.
@@ -50,6 +52,11 @@ pub(crate) fn interpret(command: BaseCommand) -> Result<Answer, ConnectionError>
                 .filter(|&n| n > 0)
                 .unwrap_or(wire::DEFAULT_MAX_MESSAGE_SIZE),
             protocol_version: c.protocol_version.unwrap_or(0),
+            supports_topic_watchers: c
+                .feature_flags
+                .as_ref()
+                .and_then(|f| f.supports_topic_watchers)
+                .unwrap_or(false),
             server_version: c.server_version,
         })),
         BaseCommand { error: Some(e), .. } => Err(ConnectionError::Server {

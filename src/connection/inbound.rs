@@ -6,8 +6,8 @@
 use tracing::{debug, warn};
 
 use super::router::{Outcome, Router};
-use super::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
-use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId};
+use super::{BrokerHint, ConsumerEvent, ProducerEvent, Response, TopicListEvent};
+use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId, WatcherId};
 use crate::message_id::MessageId;
 use crate::proto::BaseCommand;
 use crate::proto::base_command::Type;
@@ -61,12 +61,23 @@ impl Router {
             | Type::AckResponse
             | Type::GetTopicsOfNamespaceResponse
             | Type::GetSchemaResponse
-            | Type::GetOrCreateSchemaResponse => self.on_response(command),
+            | Type::GetOrCreateSchemaResponse
+            | Type::WatchTopicListSuccess => self.on_response(command),
             Type::TcClientConnectResponse
             | Type::NewTxnResponse
             | Type::AddPartitionToTxnResponse
             | Type::AddSubscriptionToTxnResponse
             | Type::EndTxnResponse => self.on_coordinator_response(command),
+            Type::WatchTopicUpdate => {
+                if let Some(b) = command.watch_topic_update {
+                    let event = TopicListEvent::Update {
+                        added: b.new_topics,
+                        deleted: b.deleted_topics,
+                        hash: b.topics_hash,
+                    };
+                    self.deliver_to_watcher(WatcherId(b.watcher_id), event);
+                }
+            }
             Type::SendReceipt
             | Type::SendError
             | Type::CloseProducer
@@ -148,6 +159,10 @@ impl Router {
                 get_topics_of_namespace_response: Some(b),
                 ..
             } => (b.request_id, Ok(Response::GetTopicsOfNamespaceResponse(*b))),
+            BaseCommand {
+                watch_topic_list_success: Some(b),
+                ..
+            } => (b.request_id, Ok(Response::WatchTopicListSuccess(*b))),
             BaseCommand {
                 get_schema_response: Some(b),
                 ..

@@ -31,12 +31,13 @@ use tracing::{Instrument, info, info_span};
 
 pub(crate) use error::is_final_code;
 pub use error::{ConnectionError, TlsProblem};
+pub(crate) use events::TopicListEvent;
 pub use events::{BrokerHint, ConsumerEvent, ProducerEvent, Response};
 pub use options::ConnectionOptions;
 
 use crate::clock;
 use crate::codec::PulsarCodec;
-use crate::ids::{ConsumerId, ProducerId, RequestId};
+use crate::ids::{ConsumerId, ProducerId, RequestId, WatcherId};
 use crate::proto::BaseCommand;
 use crate::wire::{self, Frame};
 use command::Command;
@@ -89,6 +90,8 @@ struct Inner {
     max_message_size: usize,
     /// The smaller of the broker's and this side's limit.
     max_receive_size: usize,
+    /// Whether the broker takes topic-list watchers.
+    supports_topic_watchers: bool,
 }
 
 impl fmt::Debug for Connection {
@@ -151,6 +154,7 @@ impl Connection {
                 state: state_rx,
                 max_message_size: connected.max_message_size,
                 max_receive_size: connected.max_message_size.min(max_receive),
+                supports_topic_watchers: connected.supports_topic_watchers,
             }),
         })
     }
@@ -264,6 +268,38 @@ impl Connection {
     ) -> Result<(), ConnectionError> {
         self.send_command(Command::RegisterConsumer { id, mailbox })
             .await
+    }
+
+    /// Routes WATCH_TOPIC_UPDATE for watcher `id` to `mailbox`. Register
+    /// before sending WATCH_TOPIC_LIST. If the connection dies the mailbox
+    /// gets [`TopicListEvent::ConnectionLost`].
+    ///
+    /// # Errors
+    /// The error that ended the connection.
+    pub(crate) async fn register_watcher(
+        &self,
+        id: WatcherId,
+        mailbox: mpsc::UnboundedSender<TopicListEvent>,
+    ) -> Result<(), ConnectionError> {
+        self.send_command(Command::RegisterWatcher { id, mailbox })
+            .await
+    }
+
+    /// Stops routing to watcher `id`. A no-op on a closed connection.
+    pub(crate) async fn unregister_watcher(&self, id: WatcherId) {
+        let _ = self.send_command(Command::UnregisterWatcher(id)).await;
+    }
+
+    /// A watcher id unique in the process, as consumer ids.
+    pub(crate) fn next_watcher_id(&self) -> WatcherId {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        WatcherId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Whether the broker takes WATCH_TOPIC_LIST (CONNECTED's feature
+    /// flags said so; pulsar-lite sends none).
+    pub fn supports_topic_watchers(&self) -> bool {
+        self.inner.supports_topic_watchers
     }
 
     /// Stops routing to producer `id` (after CLOSE_PRODUCER, say). A no-op

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::command::{ConsumerMailbox, ProducerMailbox, Reply};
-use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response};
-use crate::ids::{ConsumerId, ProducerId, RequestId};
+use super::command::{ConsumerMailbox, ProducerMailbox, Reply, WatcherMailbox};
+use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response, TopicListEvent};
+use crate::ids::{ConsumerId, ProducerId, RequestId, WatcherId};
 use crate::proto::ServerError;
 
 struct Pending {
@@ -37,6 +37,7 @@ pub(crate) struct Router {
     deadlines: BTreeSet<(Instant, RequestId)>,
     producers: HashMap<ProducerId, ProducerMailbox>,
     consumers: HashMap<ConsumerId, ConsumerMailbox>,
+    watchers: HashMap<WatcherId, WatcherMailbox>,
     /// Per registered consumer: FLOW permits granted minus entries
     /// received. Every entry costs a compliant broker at least one permit,
     /// so below zero the broker is sending what nobody asked for.
@@ -57,6 +58,7 @@ impl Router {
             deadlines: BTreeSet::new(),
             producers: HashMap::new(),
             consumers: HashMap::new(),
+            watchers: HashMap::new(),
             permits: HashMap::new(),
             strays: 0,
         }
@@ -114,6 +116,16 @@ impl Router {
     pub(crate) fn register_consumer(&mut self, id: ConsumerId, mailbox: ConsumerMailbox) {
         self.consumers.insert(id, mailbox);
         self.permits.insert(id, 0);
+    }
+
+    /// Routes topic-list updates for `id` to `mailbox`.
+    pub(crate) fn register_watcher(&mut self, id: WatcherId, mailbox: WatcherMailbox) {
+        self.watchers.insert(id, mailbox);
+    }
+
+    /// Stops routing to watcher `id`.
+    pub(crate) fn unregister_watcher(&mut self, id: WatcherId) {
+        self.watchers.remove(&id);
     }
 
     /// A FLOW granting `permits` to consumer `id` went out.
@@ -191,6 +203,9 @@ impl Router {
         for (_, mailbox) in self.consumers.drain() {
             let _ = mailbox.send(ConsumerEvent::ConnectionLost(err.clone()));
         }
+        for (_, mailbox) in self.watchers.drain() {
+            let _ = mailbox.send(TopicListEvent::ConnectionLost(err.clone()));
+        }
         self.permits.clear();
     }
 
@@ -241,6 +256,18 @@ impl Router {
 }
 
 impl Router {
+    pub(super) fn deliver_to_watcher(&mut self, id: WatcherId, event: TopicListEvent) {
+        let stray = deliver(
+            &mut self.watchers,
+            id,
+            "watcher",
+            "WATCH_TOPIC_UPDATE",
+            event,
+            false,
+        );
+        self.count_stray(stray, "watcher", "WATCH_TOPIC_UPDATE");
+    }
+
     /// Counts a frame for an unknown id (`stray`); warns on the 1st, 2nd,
     /// 4th, 8th… of the connection, so a broker sending them by the
     /// thousand cannot flood the log.

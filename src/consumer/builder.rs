@@ -16,7 +16,9 @@ use super::crypto::CryptoFailureAction;
 use super::error::ConfigError;
 use super::error::ConsumerError;
 use super::letters::copy::DEFAULT_MAX_RECONSUMETIMES;
+use super::pattern::{RegexSubscriptionMode, TopicsPattern};
 use super::subscribe::{InitialPosition, KeySharedPolicy, SubscribeOptions};
+use super::task::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 
 /// The default receiver queue: how many messages the broker may push ahead
 /// of the application.
@@ -74,6 +76,13 @@ pub struct ConsumerBuilder {
     pub(crate) crypto_failure_action: CryptoFailureAction,
     /// Bounds on the chunked messages being assembled.
     pub(crate) chunks: ChunkLimits,
+    /// A topics pattern, and which domains it reads.
+    pub(crate) pattern: Option<String>,
+    pub(crate) pattern_mode: RegexSubscriptionMode,
+    /// How often the pattern's namespace is listed.
+    pub(crate) pattern_every: Duration,
+    /// How often partitioned topics are checked for new partitions (`None`: never).
+    pub(crate) partitions_every: Option<Duration>,
     /// Told of every message handed out and of the answers to it.
     pub(crate) interceptors: Vec<Arc<dyn ConsumerInterceptor>>,
 }
@@ -97,8 +106,51 @@ impl ConsumerBuilder {
             retry: false,
             crypto_failure_action: CryptoFailureAction::default(),
             chunks: ChunkLimits::default(),
+            pattern: None,
+            pattern_mode: RegexSubscriptionMode::default(),
+            pattern_every: DEFAULT_CHECK_INTERVAL,
+            partitions_every: Some(DEFAULT_CHECK_INTERVAL),
             interceptors: Vec::new(),
         }
+    }
+
+    /// Also reads every topic of a namespace whose name matches `pattern`,
+    /// as they are created and deleted (see [`Client::consumer_pattern`]).
+    pub fn topics_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.pattern = Some(pattern.into());
+        self
+    }
+
+    /// Which topics the pattern reads by domain: persistent ones (the
+    /// default), non-persistent ones, or both (Java's `RegexSubscriptionMode`).
+    pub fn regex_subscription_mode(mut self, mode: RegexSubscriptionMode) -> Self {
+        self.pattern_mode = mode;
+        self
+    }
+
+    /// How often the pattern's namespace is listed for topics created or
+    /// deleted (default 60 s, as Java's `patternAutoDiscoveryPeriod`). A
+    /// broker with topic-list watchers also tells of them at once.
+    pub fn pattern_auto_discovery_period(mut self, period: Duration) -> Self {
+        self.pattern_every = period;
+        self
+    }
+
+    /// Whether partitions added to a partitioned topic later are read
+    /// without a restart (default true, as Java's `autoUpdatePartitions`).
+    pub fn auto_update_partitions(mut self, enabled: bool) -> Self {
+        self.partitions_every =
+            enabled.then_some(self.partitions_every.unwrap_or(DEFAULT_CHECK_INTERVAL));
+        self
+    }
+
+    /// How often partitioned topics are checked for new partitions
+    /// (default 60 s, as Java's `autoUpdatePartitionsInterval`).
+    pub fn auto_update_partitions_interval(mut self, interval: Duration) -> Self {
+        if self.partitions_every.is_some() {
+            self.partitions_every = Some(interval);
+        }
+        self
     }
 
     /// Adds `interceptor`: it sees every message before the application
@@ -471,11 +523,40 @@ impl ConsumerBuilder {
         }
     }
 
+    /// The pattern parsed, for a pattern consumer.
+    pub(crate) fn topics_pattern_parsed(&self) -> Result<Option<TopicsPattern>, ConsumerError> {
+        self.pattern
+            .as_deref()
+            .map(|p| TopicsPattern::parse(p, self.pattern_mode))
+            .transpose()
+    }
+
+    /// How the consumer follows topics that change.
+    pub(crate) fn discovery(&self) -> Result<DiscoverySettings, ConsumerError> {
+        Ok(DiscoverySettings {
+            partitions_every: self.partitions_every,
+            pattern: self
+                .topics_pattern_parsed()?
+                .map(|p| (p, self.pattern_every)),
+        })
+    }
+
     /// Checks every setting and parses the topic names.
     pub(crate) fn validate(&self) -> Result<Vec<TopicName>, ConsumerError> {
-        if self.topics.is_empty() {
+        if self.topics.is_empty() && self.pattern.is_none() {
             return Err(ConsumerError::NoTopic);
         }
+        if self.pattern_every.is_zero() {
+            return Err(ConsumerError::ZeroInterval {
+                option: "pattern_auto_discovery_period",
+            });
+        }
+        if self.partitions_every.is_some_and(|d| d.is_zero()) {
+            return Err(ConsumerError::ZeroInterval {
+                option: "auto_update_partitions_interval",
+            });
+        }
+        self.topics_pattern_parsed()?;
         if self.ack_group_time.is_some_and(|t| t.is_zero()) {
             return Err(ConsumerError::ZeroAckGroupTime);
         }
@@ -483,6 +564,9 @@ impl ConsumerBuilder {
             return Err(ConsumerError::ZeroTotalReceiverQueue);
         }
         self.batch_receive.validate()?;
+        if self.receiver_queue_size == 0 && self.pattern.is_some() {
+            return Err(ConsumerError::ZeroQueueWithPattern);
+        }
         if self.receiver_queue_size == 0 && (self.topics.len() > 1 || self.retry) {
             return Err(ConsumerError::ZeroQueueNeedsOneTopic {
                 topics: self.topics.len() + usize::from(self.retry),
@@ -516,5 +600,49 @@ impl Client {
         subscription: impl Into<String>,
     ) -> ConsumerBuilder {
         ConsumerBuilder::new(self.clone(), topic.into(), subscription.into())
+    }
+
+    /// A builder for a consumer of every topic whose name matches
+    /// `pattern`, in the namespace the pattern names, on `subscription`.
+    ///
+    /// The pattern is a regular expression matched against the whole
+    /// topic name without its domain, as the Java client matches it:
+    /// `persistent://public/default/orders-.*` reads
+    /// `persistent://public/default/orders-eu` but not `…/old-orders-eu`.
+    /// A short pattern (`orders-.*`) is in `public/default`. A partitioned
+    /// topic matches by its own name and is read whole (every partition).
+    /// Persistent topics only by default; see
+    /// [`regex_subscription_mode`](ConsumerBuilder::regex_subscription_mode).
+    ///
+    /// Topics created later are joined (read from their first message),
+    /// topics deleted are left: the namespace is listed every 60 s
+    /// ([`pattern_auto_discovery_period`](ConsumerBuilder::pattern_auto_discovery_period)),
+    /// and a broker that offers topic-list watchers tells of changes at once.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use pulsar_wire::consumer::{RegexSubscriptionMode, SubscriptionType};
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let mut consumer = client
+    ///     .consumer_pattern("persistent://public/default/orders-.*", "billing")
+    ///     .subscription_type(SubscriptionType::Shared)
+    ///     .regex_subscription_mode(RegexSubscriptionMode::PersistentOnly)
+    ///     .pattern_auto_discovery_period(Duration::from_secs(30))
+    ///     .subscribe()
+    ///     .await?;
+    /// let msg = consumer.receive().await?;
+    /// println!("{} from {}", msg.id(), msg.topic());
+    /// consumer.ack(&msg).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn consumer_pattern(
+        &self,
+        pattern: impl Into<String>,
+        subscription: impl Into<String>,
+    ) -> ConsumerBuilder {
+        let mut builder = ConsumerBuilder::new(self.clone(), String::new(), subscription.into());
+        builder.topics.clear();
+        builder.topics_pattern(pattern)
     }
 }

@@ -25,6 +25,21 @@ pub enum ConsumerError {
     /// A topic that is not a valid name.
     #[error(transparent)]
     InvalidTopic(#[from] InvalidTopicName),
+    /// A topics pattern that is not a regular expression this client
+    /// understands, or that names no namespace.
+    #[error("invalid topics pattern {pattern:?}: {problem}")]
+    InvalidPattern {
+        /// The pattern, as given.
+        pattern: String,
+        /// What is wrong with it.
+        problem: super::pattern::PatternProblem,
+    },
+    /// A check interval (partitions, topics pattern) must be longer than zero.
+    #[error("{option} must be longer than zero")]
+    ZeroInterval {
+        /// The setting, e.g. `"auto_update_partitions_interval"`.
+        option: &'static str,
+    },
     /// The subscription name is empty.
     #[error("the subscription name is empty")]
     EmptySubscription,
@@ -37,6 +52,12 @@ pub enum ConsumerError {
         /// How many topics (partitions, the retry-letter topic) it has.
         topics: usize,
     },
+    /// A zero receiver queue on a pattern consumer, which may read many
+    /// topics (as Java, it needs one topic that is not partitioned).
+    #[error(
+        "a zero receiver queue needs one topic that is not partitioned; a topics pattern may read many"
+    )]
+    ZeroQueueWithPattern,
     /// The bound on the receiver queues across partitions must be at least 1.
     #[error("max_total_receiver_queue_size_across_partitions must be at least 1")]
     ZeroTotalReceiverQueue,

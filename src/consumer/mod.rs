@@ -28,6 +28,7 @@ mod crypto;
 mod error;
 mod letters;
 mod message;
+mod pattern;
 mod position;
 mod reader;
 mod run;
@@ -55,6 +56,7 @@ pub use crypto::{CryptoFailureAction, EncryptionContext, EncryptionKey, Unreadab
 pub use error::{ConfigError, ConsumerError};
 pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
+pub use pattern::{PatternProblem, RegexSubscriptionMode};
 pub use reader::{Reader, ReaderBuilder};
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
@@ -103,7 +105,8 @@ pub struct Consumer {
     commands: mpsc::UnboundedSender<task::Command>,
     pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
     subscription_type: SubscriptionType,
-    topics: Arc<[String]>,
+    /// The topics (partitions) read now; the task updates them.
+    topics: watch::Receiver<Arc<task::TopicsRead>>,
     activity: watch::Receiver<task::Activity>,
     /// Dead-letter and retry copies (with a dead-letter policy or retry on).
     letters: Option<Arc<letters::Letters>>,
@@ -148,6 +151,31 @@ impl ConsumerBuilder {
     /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
         let mut topics = self.validate()?;
+        let discovery = self.discovery()?;
+        let listing = match &discovery.pattern {
+            Some((pattern, _)) => {
+                let listing = self
+                    .client
+                    .topics_of_namespace(
+                        &pattern.namespace,
+                        pattern.mode.wire(),
+                        Some(&pattern.wire),
+                        None,
+                    )
+                    .await
+                    .map_err(|source| ConsumerError::Client {
+                        topic: pattern.given.clone(),
+                        source,
+                    })?;
+                for t in pattern.select(listing.topics.iter().map(String::as_str)) {
+                    if !topics.contains(&t) {
+                        topics.push(t);
+                    }
+                }
+                Some(listing)
+            }
+            None => None,
+        };
         let core = self.core_config();
         let first = topics.first().map_or("", |t| t.as_str());
         let stats = ConsumerRecorder::for_consumer(&self.client, first, &self.options.subscription);
@@ -179,6 +207,7 @@ impl ConsumerBuilder {
             crypto_failure_action: self.crypto_failure_action,
             chunks: self.chunks,
             forwards: task::Forwards::new(letters.clone()),
+            discovery,
             max_total_receiver_queue_size: self.max_total_receiver_queue_size,
             batch_receive: self.batch_receive,
             stats: stats.clone(),
@@ -194,11 +223,12 @@ impl ConsumerBuilder {
                 topics: partitions.len(),
             });
         }
-        let names: Arc<[String]> = partitions.iter().map(|t| t.as_str().to_owned()).collect();
         let (activity_tx, activity) = watch::channel(Vec::new());
+        let (names_tx, names) = watch::channel(Arc::default());
         // Dropped half-way, this leaves nothing behind on the broker: what
         // it subscribed is closed in the background (see attach.rs).
-        let driver = task::Driver::subscribe(settings, partitions, activity_tx).await?;
+        let driver =
+            task::Driver::subscribe(settings, partitions, listing, activity_tx, names_tx).await?;
         let (commands, mailbox) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
         let ended = Arc::new(AtomicBool::new(false));
@@ -219,9 +249,10 @@ impl ConsumerBuilder {
 }
 
 impl Consumer {
-    /// The topics (partitions) this consumer reads.
-    pub fn topics(&self) -> &[String] {
-        &self.topics
+    /// The topics (partitions) this consumer reads now: partitions added
+    /// later and a pattern's new topics join, deleted topics leave.
+    pub fn topics(&self) -> Vec<String> {
+        self.topics.borrow().read.clone()
     }
 
     /// The subscription type.
@@ -352,7 +383,7 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
-        if !self.ack_receipts && self.topics.iter().any(|t| **t == *topic) {
+        if !self.ack_receipts && self.topics.borrow().knows(&topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
             // answer saves a round trip between tasks per message.
@@ -436,7 +467,7 @@ impl Consumer {
         let mut answers = Vec::new();
         for msg in messages {
             let topic = msg.0.topic.clone();
-            if !self.topics.iter().any(|t| **t == *topic) {
+            if !self.topics.borrow().knows(&topic) {
                 return Err(ConsumerError::ForeignMessage {
                     topic: topic.to_string(),
                 });

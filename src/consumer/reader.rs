@@ -145,7 +145,7 @@ impl Reader {
     }
 
     /// The topics (partitions) read.
-    pub fn topics(&self) -> &[String] {
+    pub fn topics(&self) -> Vec<String> {
         self.consumer.topics()
     }
 

@@ -30,7 +30,7 @@ fn handle(panics: bool) -> Consumer {
         commands,
         pending: None,
         subscription_type: SubscriptionType::Shared,
-        topics: Arc::from(Vec::<String>::new()),
+        topics: watch::channel(Arc::default()).1,
         activity,
         letters: None,
         ack_receipts: false,

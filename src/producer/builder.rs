@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::batcher::BatchConfig;
 use super::connect::{self, Recipe};
+use super::partitions::{self, Follow};
 use super::task::{self, Settings};
 use super::{HashingScheme, Producer, ProducerError, RoutingMode, WhenFull, routing::Router};
 use crate::client::{Client, TopicName};
@@ -12,6 +13,9 @@ use crate::clock;
 use crate::compression::Compression;
 use crate::interceptor::{Chain, ProducerInterceptor};
 use crate::stats::ProducerRecorder;
+
+/// How often a partitioned topic is checked for new partitions by default.
+const DEFAULT_PARTITIONS_CHECK: Duration = Duration::from_secs(60);
 
 /// Who may produce to the topic alongside this producer.
 ///
@@ -70,6 +74,7 @@ impl Client {
             hashing: HashingScheme::default(),
             batching_set: false,
             chunking: false,
+            partitions_every: Some(DEFAULT_PARTITIONS_CHECK),
             interceptors: Vec::new(),
         }
     }
@@ -118,6 +123,8 @@ pub struct ProducerBuilder {
     /// Whether `batching` was called (chunking turns the default off).
     batching_set: bool,
     chunking: bool,
+    /// How often a partitioned topic is checked for new partitions (`None`: never).
+    partitions_every: Option<Duration>,
     interceptors: Vec<Arc<dyn ProducerInterceptor>>,
 }
 
@@ -223,6 +230,23 @@ impl ProducerBuilder {
         self
     }
 
+    /// Whether partitions added to a partitioned topic later get messages
+    /// without a restart (default true, as Java's `autoUpdatePartitions`).
+    pub fn auto_update_partitions(mut self, enabled: bool) -> Self {
+        self.partitions_every =
+            enabled.then_some(self.partitions_every.unwrap_or(DEFAULT_PARTITIONS_CHECK));
+        self
+    }
+
+    /// How often a partitioned topic is checked for new partitions
+    /// (default 60 s, as Java's `autoUpdatePartitionsInterval`).
+    pub fn auto_update_partitions_interval(mut self, interval: Duration) -> Self {
+        if self.partitions_every.is_some() {
+            self.partitions_every = Some(interval);
+        }
+        self
+    }
+
     /// Adds `interceptor`: it sees every message before it is queued and
     /// every send's outcome (see [`ProducerInterceptor`]). Several are
     /// called in the order added. None by default.
@@ -279,28 +303,42 @@ impl ProducerBuilder {
             .map(|(t, index)| self.recipe(t, *index))
             .collect();
         let created = futures::future::try_join_all(recipes.iter().map(connect::create)).await?;
-        let names = created.iter().map(|c| c.name.clone()).collect();
+        let name = created.first().map(|c| c.name.clone()).unwrap_or_default();
         let lanes = created
             .into_iter()
             .zip(recipes)
-            .zip(&targets)
-            .map(|((c, recipe), (topic, _))| {
-                (task::spawn(c, recipe, settings.clone()), topic.to_string())
-            })
+            .map(|(c, recipe)| task::spawn(c, recipe, settings.clone()))
             .collect();
+        let follow = self
+            .partitions_every
+            .filter(|_| partitions > 0)
+            .map(|every| {
+                let builder = self.clone();
+                Follow {
+                    client: self.client.clone(),
+                    topic: topic.clone(),
+                    every,
+                    recipe: Box::new(move |t, n| builder.recipe(t, n)),
+                    settings: settings.clone(),
+                }
+            });
         let now = clock::now();
         let start = u32::try_from(clock::unix_millis() % u64::from(partitions.max(1))).unwrap_or(0);
         let switch = batch.enabled.then(|| batch.max_delay.saturating_mul(10));
         let router = Router::new(self.routing, self.hashing, partitions, start, switch, now);
         let (memory, limit) = self.client.memory();
-        Ok(Producer::new(
+        let producer = Producer::new(
             topic.as_str().to_owned(),
-            names,
+            name,
             lanes,
             router,
             (memory.clone(), limit, self.when_full),
             (stats, interceptors),
-        ))
+        );
+        if let Some(follow) = follow {
+            tokio::spawn(partitions::follow(Arc::downgrade(&producer.inner), follow));
+        }
+        Ok(producer)
     }
 
     fn validate(&self) -> Result<(), ProducerError> {
@@ -322,6 +360,12 @@ impl ProducerBuilder {
         }
         if self.max_pending_messages == 0 {
             return invalid("max_pending_messages", "must be at least 1");
+        }
+        if self.partitions_every.is_some_and(|d| d.is_zero()) {
+            return invalid(
+                "auto_update_partitions_interval",
+                "must be longer than zero",
+            );
         }
         Ok(())
     }

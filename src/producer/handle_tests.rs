@@ -36,8 +36,12 @@ fn producer(panics: bool) -> Producer {
     let memory = (Arc::new(Semaphore::new(1 << 20)), 1 << 20, WhenFull::Block);
     Producer::new(
         "t".into(),
-        vec!["t".into()],
-        vec![(Lane { tx, ended }, "t".into())],
+        "t".into(),
+        vec![Lane {
+            tx,
+            ended,
+            topic: "t".into(),
+        }],
         router,
         memory,
         (

@@ -38,6 +38,7 @@ mod connect;
 mod error;
 mod limits;
 mod message;
+mod partitions;
 mod pending;
 mod routing;
 mod task;
@@ -85,11 +86,9 @@ pub struct Producer {
 #[derive(Debug)]
 struct Inner {
     topic: String,
-    names: Vec<String>,
-    lanes: Vec<task::Lane>,
-    /// The topic each lane produces to: the topic, or its partition.
-    lane_topics: Vec<String>,
-    router: Mutex<Router>,
+    /// The producer's name (of partition 0 on a partitioned topic).
+    name: String,
+    lanes: Mutex<partitions::Lanes>,
     /// The client's memory budget, its size, and what to do when it is used up.
     memory: (Arc<Semaphore>, usize, WhenFull),
     stats: Arc<ProducerRecorder>,
@@ -99,20 +98,22 @@ struct Inner {
 impl Producer {
     fn new(
         topic: String,
-        names: Vec<String>,
-        lanes: Vec<(task::Lane, String)>,
+        name: String,
+        lanes: Vec<task::Lane>,
         router: Router,
         memory: (Arc<Semaphore>, usize, WhenFull),
         (stats, interceptors): (Arc<ProducerRecorder>, Chain<dyn ProducerInterceptor>),
     ) -> Self {
-        let (lanes, lane_topics) = lanes.into_iter().unzip();
+        let lanes = partitions::Lanes {
+            lanes,
+            router,
+            closed: false,
+        };
         Self {
             inner: Arc::new(Inner {
                 topic,
-                names,
-                lanes,
-                lane_topics,
-                router: Mutex::new(router),
+                name,
+                lanes: Mutex::new(lanes),
                 memory,
                 stats,
                 interceptors,
@@ -156,13 +157,14 @@ impl Producer {
     /// The producer's name (the broker's choice unless one was given); of
     /// partition 0 on a partitioned topic.
     pub fn name(&self) -> &str {
-        &self.inner.names[0]
+        &self.inner.name
     }
 
-    /// How many partitions the producer writes to (1 for a topic that is
-    /// not partitioned).
+    /// How many partitions the producer writes to now (1 for a topic that
+    /// is not partitioned); partitions added later count once the producer
+    /// writes to them.
     pub fn partitions(&self) -> usize {
-        self.inner.lanes.len()
+        partitions::lock(&self.inner.lanes).lanes.len()
     }
 
     /// Queues `msg` and returns its receipt, a future of the broker's
@@ -196,7 +198,7 @@ impl Producer {
     ) -> Result<SendReceipt, ProducerError> {
         let msg = self.intercept(msg.into());
         let lane = self.choose_lane(&msg);
-        self.queue(lane, msg).await
+        self.queue(&lane, msg).await
     }
 
     /// Queues `msg` in transaction `txn` and returns its receipt, as
@@ -230,8 +232,8 @@ impl Producer {
     ) -> Result<SendReceipt, ProducerError> {
         let msg = self.intercept(msg.into());
         let lane = self.choose_lane(&msg);
-        let op = txn.produce_to(&self.inner.lane_topics[lane]).await?;
-        let queued = self.queue(lane, msg.in_txn(txn.id())).await?;
+        let op = txn.produce_to(&lane.topic).await?;
+        let queued = self.queue(&lane, msg.in_txn(txn.id())).await?;
         let ended = queued.ended.clone();
         // The transaction learns the outcome even if the receipt is dropped.
         let (reply, receipt) = oneshot::channel();
@@ -251,19 +253,17 @@ impl Producer {
         msg
     }
 
-    fn choose_lane(&self, msg: &ProducerMessage) -> usize {
-        if self.inner.lanes.len() == 1 {
-            0
-        } else {
-            let mut router = self.inner.router.lock().unwrap_or_else(|e| e.into_inner());
-            router.choose(clock::now(), msg.get_key()) as usize
-        }
+    fn choose_lane(&self, msg: &ProducerMessage) -> task::Lane {
+        partitions::lock(&self.inner.lanes).choose(clock::now(), msg.get_key())
     }
 
-    async fn queue(&self, lane: usize, msg: ProducerMessage) -> Result<SendReceipt, ProducerError> {
+    async fn queue(
+        &self,
+        lane: &task::Lane,
+        msg: ProducerMessage,
+    ) -> Result<SendReceipt, ProducerError> {
         let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
-        let lane = &self.inner.lanes[lane];
         lane.tx
             .send(Cmd::Send {
                 msg: Box::new(msg),
@@ -313,6 +313,8 @@ impl Producer {
     /// # Errors
     /// The broker's answer to CLOSE_PRODUCER, if it failed.
     pub async fn close(&self) -> Result<(), ProducerError> {
+        // After a close no partition is added.
+        partitions::lock(&self.inner.lanes).closed = true;
         self.each(Cmd::Close).await
     }
 
@@ -320,8 +322,9 @@ impl Producer {
         &self,
         cmd: fn(oneshot::Sender<Result<(), ProducerError>>) -> Cmd,
     ) -> Result<(), ProducerError> {
-        let mut answers = Vec::with_capacity(self.inner.lanes.len());
-        for lane in &self.inner.lanes {
+        let lanes = partitions::lock(&self.inner.lanes).lanes.clone();
+        let mut answers = Vec::with_capacity(lanes.len());
+        for lane in &lanes {
             let (done, answer) = oneshot::channel();
             if lane.tx.send(cmd(done)).await.is_err() {
                 return Err(task::gone(&lane.ended));

@@ -201,6 +201,14 @@ impl Router {
         }
     }
 
+    /// Routes over `partitions` partitions from now on (partitions were
+    /// added); keyed messages follow the new count, as in Java.
+    pub(crate) fn set_partitions(&mut self, partitions: u32) {
+        self.partitions = partitions.max(1);
+        self.start %= self.partitions;
+        self.counter %= self.partitions;
+    }
+
     /// The partition for a message with partition key `key`, sent at `now`.
     pub(crate) fn choose(&mut self, now: Instant, key: Option<&str>) -> u32 {
         if let Some(key) = key {
@@ -355,6 +363,25 @@ mod tests {
         assert_eq!(router.choose(t0 + ms(100), None), 2);
         assert_eq!(router.choose(t0 + ms(250), None), 0);
         assert_eq!(router.choose(t0 + ms(300), None), 1);
+    }
+
+    #[test]
+    fn added_partitions_join_the_round_robin_and_the_key_hash() {
+        let t0 = crate::clock::now();
+        let mut router = Router::new(
+            RoutingMode::RoundRobin,
+            HashingScheme::JavaStringHash,
+            2,
+            0,
+            None,
+            t0,
+        );
+        assert_eq!(router.choose(t0, Some("keykeykey2")), 42_978_643 % 2);
+        router.set_partitions(4);
+        let seen: std::collections::BTreeSet<u32> =
+            (0..4).map(|_| router.choose(t0, None)).collect();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(router.choose(t0, Some("keykeykey2")), 42_978_643 % 4);
     }
 
     #[test]

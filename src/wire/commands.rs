@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 
-use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId, TxnId};
+use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId, TxnId, WatcherId};
 use crate::message_id::MessageId;
 use crate::proto::base_command::Type;
 use crate::proto::command_ack::{AckType, ValidationError};
@@ -63,7 +63,7 @@ pub fn connect(auth: Option<&AuthPayload>, proxy_to_broker_url: Option<&str>) ->
                 supports_auth_refresh: Some(true),
                 supports_broker_entry_metadata: Some(true),
                 supports_partial_producer: Some(false),
-                supports_topic_watchers: Some(false),
+                supports_topic_watchers: Some(true),
                 ..proto::FeatureFlags::default()
             }),
             ..proto::CommandConnect::default()
@@ -456,6 +456,61 @@ pub fn end_txn(txn: TxnId, action: proto::TxnAction, request: RequestId) -> Base
     }
 }
 
+/// GET_TOPICS_OF_NAMESPACE: the topics of `namespace` (`tenant/ns`) of
+/// `mode`, filtered by the broker with `pattern` if it can, and none at
+/// all if their hash is still `hash`.
+pub fn get_topics_of_namespace(
+    namespace: &str,
+    mode: proto::command_get_topics_of_namespace::Mode,
+    pattern: Option<&str>,
+    hash: Option<&str>,
+    request: RequestId,
+) -> BaseCommand {
+    BaseCommand {
+        get_topics_of_namespace: Some(Box::new(proto::CommandGetTopicsOfNamespace {
+            request_id: request.0,
+            namespace: namespace.to_owned(),
+            mode: Some(mode as i32),
+            topics_pattern: pattern.map(str::to_owned),
+            topics_hash: hash.map(str::to_owned),
+        })),
+        ..base(Type::GetTopicsOfNamespace)
+    }
+}
+
+/// WATCH_TOPIC_LIST: tell watcher `watcher` of the persistent topics of
+/// `namespace` matching `pattern` as they come and go; `hash` is what
+/// the client knows already, when it watches again.
+pub fn watch_topic_list(
+    watcher: WatcherId,
+    namespace: &str,
+    pattern: &str,
+    hash: Option<&str>,
+    request: RequestId,
+) -> BaseCommand {
+    BaseCommand {
+        watch_topic_list: Some(Box::new(proto::CommandWatchTopicList {
+            request_id: request.0,
+            watcher_id: watcher.0,
+            namespace: namespace.to_owned(),
+            topics_pattern: pattern.to_owned(),
+            topics_hash: hash.map(str::to_owned),
+        })),
+        ..base(Type::WatchTopicList)
+    }
+}
+
+/// WATCH_TOPIC_LIST_CLOSE: stop watcher `watcher`.
+pub fn watch_topic_list_close(watcher: WatcherId, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        watch_topic_list_close: Some(Box::new(proto::CommandWatchTopicListClose {
+            request_id: request.0,
+            watcher_id: watcher.0,
+        })),
+        ..base(Type::WatchTopicListClose)
+    }
+}
+
 /// GET_SCHEMA: the schema of `topic` at `version` (the latest when `None`).
 pub fn get_schema(topic: &str, version: Option<Bytes>, request: RequestId) -> BaseCommand {
     BaseCommand {
@@ -514,6 +569,7 @@ mod tests {
         let flags = body.feature_flags.expect("flags");
         assert_eq!(flags.supports_auth_refresh, Some(true));
         assert_eq!(flags.supports_broker_entry_metadata, Some(true));
+        assert_eq!(flags.supports_topic_watchers, Some(true));
         assert!(body.auth_data.is_none());
     }
 

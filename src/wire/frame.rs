@@ -240,6 +240,10 @@ fn has_body(c: &BaseCommand) -> Option<bool> {
         Type::AuthResponse => c.auth_response.is_some(),
         Type::AckResponse => c.ack_response.is_some(),
         Type::TopicMigrated => c.topic_migrated.is_some(),
+        Type::WatchTopicList => c.watch_topic_list.is_some(),
+        Type::WatchTopicListSuccess => c.watch_topic_list_success.is_some(),
+        Type::WatchTopicUpdate => c.watch_topic_update.is_some(),
+        Type::WatchTopicListClose => c.watch_topic_list_close.is_some(),
         _ => return None,
     })
 }

@@ -21,5 +21,6 @@ mod secured;
 mod service_url;
 #[cfg(feature = "tls")]
 mod tls;
+mod topics_change;
 mod transactions;
 mod wire;

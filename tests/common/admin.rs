@@ -149,6 +149,39 @@ pub async fn create_partitioned_topic(admin_url: &str, topic: &str, partitions: 
         .ok(&format!("creating {topic} with {partitions} partitions"));
 }
 
+/// Grows partitioned `topic` to `partitions` partitions.
+pub async fn update_partitioned_topic(admin_url: &str, topic: &str, partitions: u32) {
+    let url = format!("{admin_url}/admin/v2/{}/partitions", rest_path(topic));
+    call("POST", &url, Some(&partitions.to_string()))
+        .await
+        .ok(&format!("growing {topic} to {partitions} partitions"));
+}
+
+/// Creates `topic` (not partitioned).
+pub async fn create_topic(admin_url: &str, topic: &str) {
+    let url = format!("{admin_url}/admin/v2/{}", rest_path(topic));
+    call("PUT", &url, None)
+        .await
+        .ok(&format!("creating {topic}"));
+}
+
+/// Deletes `topic`, closing its producers and consumers (`force`).
+pub async fn delete_topic(admin_url: &str, topic: &str) {
+    let url = format!("{admin_url}/admin/v2/{}?force=true", rest_path(topic));
+    call("DELETE", &url, None)
+        .await
+        .ok(&format!("deleting {topic}"));
+}
+
+/// Turns off creating topics on first use in `tenant/ns`: a deleted topic
+/// stays deleted when a client looks it up again.
+pub async fn disable_auto_topic_creation(admin_url: &str, namespace: &str) {
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/autoTopicCreation");
+    call("POST", &url, Some("{\"allowAutoTopicCreation\":false}"))
+        .await
+        .ok(&format!("turning off topic creation in {namespace}"));
+}
+
 /// Creates namespace `tenant/ns` with `bundles` bundles.
 pub async fn create_namespace(admin_url: &str, namespace: &str, bundles: u32) {
     let url = format!("{admin_url}/admin/v2/namespaces/{namespace}");

@@ -171,3 +171,31 @@ pub async fn client_at(service_url: impl Into<String>) -> pulsar_wire::Client {
         .await
         .expect("client")
 }
+
+/// Asserts that a pattern consumer's `subscribe()` for `pattern` failed
+/// because the broker never answered GET_TOPICS_OF_NAMESPACE (pulsar-lite
+/// does not): a typed timeout naming the request.
+pub fn assert_listing_timed_out(
+    result: Result<pulsar_wire::consumer::Consumer, pulsar_wire::ConsumerError>,
+    pattern: &str,
+) {
+    use pulsar_wire::ConsumerError;
+    use pulsar_wire::client::ClientError;
+    use pulsar_wire::connection::ConnectionError;
+    match result {
+        Err(ConsumerError::Client {
+            topic,
+            source:
+                ClientError::Request {
+                    op: "GET_TOPICS_OF_NAMESPACE",
+                    source:
+                        ConnectionError::Timeout {
+                            op: "GET_TOPICS_OF_NAMESPACE",
+                            ..
+                        },
+                    ..
+                },
+        }) => assert_eq!(topic, pattern),
+        other => panic!("expected a GET_TOPICS_OF_NAMESPACE timeout, got {other:?}"),
+    }
+}

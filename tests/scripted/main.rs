@@ -12,6 +12,7 @@ mod chunks;
 mod connection;
 mod consume;
 mod dead_letter;
+mod discovery;
 mod handshake;
 mod hostile;
 mod hostile_entries;

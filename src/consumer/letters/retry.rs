@@ -80,7 +80,7 @@ impl Consumer {
             .as_ref()
             .filter(|l| l.topics().retry_topic().is_some())
             .ok_or(ConsumerError::RetryNotEnabled)?;
-        if !self.topics.iter().any(|t| t.as_str() == msg.topic()) {
+        if !self.topics.borrow().knows(msg.topic()) {
             return Err(ConsumerError::ForeignMessage {
                 topic: msg.topic().to_owned(),
             });

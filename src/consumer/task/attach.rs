@@ -138,12 +138,18 @@ impl Drop for OrphanGuard {
 impl Driver {
     /// Subscribes to every topic (partition); on a failure, closes those
     /// already subscribed and returns the error.
+    /// `listing` is a pattern consumer's first listing of its namespace;
+    /// `topics` hears of the topics read as they change.
     pub(crate) async fn subscribe(
         settings: Settings,
         topics: Vec<TopicName>,
+        listing: Option<crate::client::TopicListing>,
         activity: watch::Sender<Activity>,
+        names: watch::Sender<Arc<TopicsRead>>,
     ) -> Result<Self, ConsumerError> {
         let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
+        let discovery =
+            discover::Discovery::new(settings.discovery.clone(), &topics, listing, clock::now());
         let settings_memory = settings.client.memory().0.clone();
         let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {
@@ -159,6 +165,8 @@ impl Driver {
             acks_landed_tx,
             acks_landed,
             lost_reports: VecDeque::new(),
+            discovery,
+            topics: names,
             batches: VecDeque::new(),
             memory: super::memory::MemoryShare::new(settings_memory),
             closed_on_batch: None,
@@ -170,35 +178,13 @@ impl Driver {
                 receiver_queue_size,
                 ..driver.settings.core.clone()
             })?;
-            let name: Arc<str> = topic.as_str().into();
-            let partition = topic.partition_index().map_or(-1, |p| p as i32);
             let index = driver.subs.len();
             match driver.attach(index, &topic, 0, core.consumer_epoch()).await {
-                Ok((conn, id)) => driver.subs.push(Sub {
-                    topic,
-                    name,
-                    partition,
-                    conn,
-                    id,
-                    generation: 0,
-                    position: Position::new(
-                        driver.settings.options.start_message_id,
-                        driver.settings.options.start_inclusive,
-                        !core.config().track_messages,
-                    ),
-                    chunks: if core.config().track_messages {
-                        ChunkAssembler::new(driver.settings.chunks)
-                    } else {
-                        ChunkAssembler::forgetting(driver.settings.chunks)
-                    },
-                    core,
-                    grouped: Vec::new(),
-                    flush_at: None,
-                    acks: Default::default(),
-                    subscribed_at: clock::now(),
-                    delivered: false,
-                    lost: false,
-                }),
+                Ok((conn, id)) => {
+                    let start = driver.settings.options.start_message_id;
+                    let sub = driver.new_sub(topic, conn, id, core, start);
+                    driver.subs.push(sub);
+                }
                 Err(e) => {
                     made.0.clear();
                     driver.close_all().await;
@@ -212,7 +198,43 @@ impl Driver {
             driver.run_actions(index).await;
         }
         made.0.clear();
+        driver.publish_topics();
         Ok(driver)
+    }
+
+    /// A sub for `topic`, subscribed as consumer `id` on `conn`, reading
+    /// from `start` (a reader's start id).
+    pub(super) fn new_sub(
+        &self,
+        topic: TopicName,
+        conn: Connection,
+        id: ConsumerId,
+        core: ConsumerCore<Message>,
+        start: Option<MessageId>,
+    ) -> Sub {
+        let track = core.config().track_messages;
+        Sub {
+            name: topic.as_str().into(),
+            partition: topic.partition_index().map_or(-1, |p| p as i32),
+            topic,
+            conn,
+            id,
+            generation: 0,
+            position: Position::new(start, self.settings.options.start_inclusive, !track),
+            chunks: if track {
+                ChunkAssembler::new(self.settings.chunks)
+            } else {
+                ChunkAssembler::forgetting(self.settings.chunks)
+            },
+            core,
+            grouped: Vec::new(),
+            flush_at: None,
+            acks: Default::default(),
+            subscribed_at: clock::now(),
+            delivered: false,
+            lost: false,
+            removed: false,
+        }
     }
 
     /// Looks `topic` up, registers a fresh consumer id and subscribes.
@@ -268,6 +290,7 @@ impl Driver {
         let waiting = self.subs.iter().enumerate().any(|(index, sub)| {
             self.resubscribes.is_running(index)
                 && !sub.lost
+                && !sub.removed
                 && (!sub.grouped.is_empty() || !sub.acks.is_empty() || sub.core.has_queued_acks())
         });
         if waiting {
@@ -295,7 +318,7 @@ impl Driver {
             self.flush_acks(index).await;
         }
         for (index, sub) in self.subs.iter().enumerate() {
-            if self.resubscribes.is_running(index) || sub.lost {
+            if self.resubscribes.is_running(index) || sub.lost || sub.removed {
                 continue; // nothing registered on the broker or the connection
             }
             if close {

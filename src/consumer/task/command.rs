@@ -57,3 +57,19 @@ pub(crate) enum Command {
 
 /// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
 pub(crate) type Activity = Vec<(Arc<str>, bool)>;
+
+/// The topics (partitions) a consumer reads now, and those it left
+/// (deleted, or no longer matched by its pattern), as the handles see them.
+#[derive(Debug, Default)]
+pub(crate) struct TopicsRead {
+    pub(crate) read: Vec<String>,
+    pub(crate) left: Vec<String>,
+}
+
+impl TopicsRead {
+    /// Whether `topic` is one this consumer reads or read: its messages
+    /// are this consumer's to ack.
+    pub(crate) fn knows(&self, topic: &str) -> bool {
+        self.read.iter().chain(&self.left).any(|t| t == topic)
+    }
+}

@@ -62,10 +62,12 @@ impl Driver {
     /// When every sub gave up subscribing again: the error for receivers
     /// (nothing more can arrive, so nobody waits forever).
     pub(super) fn all_lost(&self) -> Option<impl Fn() -> ConsumerError + use<>> {
-        if !self.subs.iter().all(|s| s.lost) {
+        let mut live = self.subs.iter().filter(|s| !s.removed);
+        if !live.clone().all(|s| s.lost) {
             return None;
         }
-        let topic = self.subs.first()?.name.to_string();
+        // None live (a pattern that matches nothing yet): waiting is right.
+        let topic = live.next()?.name.to_string();
         let attempts = self.resubscribes.attempts(0);
         Some(move || ConsumerError::Lost {
             topic: topic.clone(),

@@ -35,6 +35,9 @@ pub(super) struct Sub {
     pub(super) delivered: bool,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     pub(super) lost: bool,
+    /// Its topic is gone (deleted, or no longer matched by the pattern):
+    /// closed, kept only so the indexes of the others stay put.
+    pub(super) removed: bool,
 }
 
 pub(super) type Events =
@@ -55,6 +58,8 @@ pub(crate) struct Settings {
     pub(crate) chunks: ChunkLimits,
     /// Dead-letter forwards: where they go, and those in flight.
     pub(crate) forwards: Forwards,
+    /// New partitions, and a pattern's topics that come and go.
+    pub(crate) discovery: discover::DiscoverySettings,
     /// The bound on the receiver queues of one partitioned topic's partitions together.
     pub(crate) max_total_receiver_queue_size: u32,
     /// What a batch receive waits for.
@@ -114,6 +119,10 @@ pub(crate) struct Driver {
     /// messages a batch ended before: each is reported once, to the next
     /// receiver.
     pub(super) lost_reports: VecDeque<ConsumerError>,
+    /// Partitions added, topics created and deleted (see discover.rs).
+    pub(super) discovery: discover::Discovery,
+    /// The topics read now, as the handles see them.
+    pub(super) topics: watch::Sender<Arc<TopicsRead>>,
     /// Batch receives waiting to be due.
     pub(super) batches: VecDeque<batch::PendingBatch>,
     /// The queues' share of the client's memory limit.
@@ -157,6 +166,7 @@ impl Driver {
                 .subs
                 .iter()
                 .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
+                .chain([self.discovery.next_deadline()])
                 .flatten()
                 .chain(self.batch_deadline())
                 .min();
@@ -187,6 +197,7 @@ impl Driver {
                         }
                     }
                     None => {
+                        self.discovery.shut();
                         self.settle_forwards().await;
                         self.deliver_pending_acks().await;
                         self.close_all().await;
@@ -202,6 +213,7 @@ impl Driver {
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
+                signal = self.discovery.next() => self.on_discovery(signal).await,
                 () = self.memory.room() => {}
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
@@ -216,6 +228,7 @@ impl Driver {
                             self.flush_acks(index).await;
                         }
                     }
+                    self.discover(now);
                 }
             }
             self.serve().await;
@@ -299,6 +312,7 @@ impl Driver {
                 let done = result.is_ok();
                 let _ = reply.send(result);
                 if done {
+                    self.discovery.shut();
                     // The broker removed the consumers with the subscription.
                     self.detach_all(false).await;
                     self.settings.forwards.close().await;
@@ -306,6 +320,7 @@ impl Driver {
                 }
             }
             Command::Close(reply) => {
+                self.discovery.shut();
                 self.settle_forwards().await;
                 self.deliver_pending_acks().await;
                 self.close_all().await;
@@ -317,8 +332,11 @@ impl Driver {
         false
     }
 
+    /// The sub reading `topic` now (not one whose topic is gone).
     pub(super) fn find(&self, topic: &str) -> Option<usize> {
-        self.subs.iter().position(|s| &*s.name == topic)
+        self.subs
+            .iter()
+            .position(|s| &*s.name == topic && !s.removed)
     }
 
     /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
@@ -339,6 +357,13 @@ impl Driver {
             }
         };
         let Some(index) = self.find(topic) else {
+            if self.subs.iter().any(|s| &*s.name == topic) {
+                // Its topic is gone: nothing left to ack.
+                if let Some(reply) = reply {
+                    let _ = reply.send(Ok(()));
+                }
+                return None;
+            }
             let error = ConsumerError::ForeignMessage {
                 topic: topic.to_owned(),
             };

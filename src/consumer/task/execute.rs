@@ -11,7 +11,7 @@ impl Driver {
     /// pass answer the acks waiting for them (see `acks.rs`).
     pub(super) async fn run_actions(&mut self, index: usize) {
         self.sync_memory(index);
-        if self.resubscribes.is_running(index) {
+        if self.resubscribes.is_running(index) || self.subs[index].removed {
             return;
         }
         let receipts = self.settings.ack_receipts;
@@ -141,7 +141,7 @@ impl Driver {
         // Issued while subscribing again: wait for it (bounded).
         self.settle_resubscribes(op).await?;
         let mut out = Vec::new();
-        for sub in self.subs.iter().filter(|s| which(s)) {
+        for sub in self.subs.iter().filter(|s| !s.removed && which(s)) {
             let answer = sub
                 .conn
                 .request(op, |request| build(sub.id, request))
@@ -162,8 +162,11 @@ impl Driver {
     /// drops what it queued and subscribes again (see [`Self::restart_at`]).
     pub(super) async fn seek(&mut self, target: SeekTarget) -> Result<(), ConsumerError> {
         self.settle_resubscribes("SEEK").await?;
-        let single = self.subs.len() == 1;
+        let single = self.subs.iter().filter(|s| !s.removed).count() == 1;
         for index in 0..self.subs.len() {
+            if self.subs[index].removed {
+                continue;
+            }
             let boundary = match target {
                 SeekTarget::MessageId(id) => {
                     let everywhere = id == MessageId::EARLIEST || id == MessageId::LATEST;
@@ -250,7 +253,7 @@ impl Driver {
         let answers = self
             .request_each(op, |_| true, commands::get_last_message_id)
             .await?;
-        for (sub, answer) in self.subs.iter().zip(answers) {
+        for (sub, answer) in self.subs.iter().filter(|s| !s.removed).zip(answers) {
             let Response::GetLastMessageIdResponse(r) = answer else {
                 return Err(ConsumerError::UnexpectedResponse {
                     op,
@@ -278,7 +281,7 @@ impl Driver {
     /// Not while it subscribes again: they go out under the new consumer
     /// id once subscribed (never with the old id on the old connection).
     pub(super) async fn flush_acks(&mut self, index: usize) {
-        let resubscribing = self.resubscribes.is_running(index);
+        let resubscribing = self.resubscribes.is_running(index) || self.subs[index].removed;
         let sub = &mut self.subs[index];
         sub.flush_at = None;
         if resubscribing {

@@ -177,7 +177,11 @@ impl Driver {
             .memory
             .release(|index| subs.get(index).is_none_or(|s| s.core.queued() == 0));
         for (index, consumer, permits) in released {
-            let Some(sub) = self.subs.get(index).filter(|s| s.id == consumer) else {
+            let Some(sub) = self
+                .subs
+                .get(index)
+                .filter(|s| s.id == consumer && !s.removed)
+            else {
                 continue; // subscribed again since: granted its whole queue anew
             };
             trace!(topic = %sub.name, permits, "FLOW held back for memory");

@@ -12,6 +12,7 @@ mod batch;
 mod chunked;
 mod command;
 mod deliver;
+mod discover;
 mod driver;
 mod execute;
 mod forward;
@@ -22,7 +23,8 @@ mod txn_acks;
 
 pub(crate) use attach::expand;
 pub(crate) use batch::AckOne;
-pub(crate) use command::{Activity, Command};
+pub(crate) use command::{Activity, Command, TopicsRead};
+pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
 

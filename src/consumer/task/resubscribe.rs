@@ -206,7 +206,7 @@ impl Driver {
                 sub.lost = true;
                 // Receivers hear of it once; every receive fails once all
                 // are gone (see `all_lost`).
-                let others_live = self.subs.iter().any(|s| !s.lost);
+                let others_live = self.subs.iter().any(|s| !s.lost && !s.removed);
                 let sub = &mut self.subs[index];
                 let attempts = self.resubscribes.attempts(index);
                 let topic = sub.name.to_string();
