@@ -39,6 +39,9 @@ pub enum Error {
     /// what the broker answered.
     #[error(transparent)]
     Consumer(#[from] crate::consumer::ConsumerError),
+    /// A dead-letter redrive stopped.
+    #[error(transparent)]
+    Redrive(#[from] crate::consumer::RedriveError),
     /// A value that cannot be encoded or decoded with its schema.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),

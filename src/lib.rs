@@ -86,6 +86,8 @@ pub mod producer;
 pub mod proto;
 pub mod schema;
 pub mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod transaction;
 pub mod wire;
 
@@ -113,6 +115,9 @@ mod documentation {
     struct Protocol;
     #[doc = include_str!("../docs/transactions.md")]
     struct Transactions;
+    #[cfg(feature = "testing")]
+    #[doc = include_str!("../docs/testing-kit.md")]
+    struct TestingKit;
     #[cfg(feature = "avro")]
     #[doc = include_str!("../docs/schemas.md")]
     struct Schemas;

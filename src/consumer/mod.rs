@@ -31,6 +31,7 @@ mod message;
 mod pattern;
 mod position;
 mod reader;
+mod redrive;
 mod run;
 mod subscribe;
 mod task;
@@ -58,6 +59,9 @@ pub use letters::copy::DEFAULT_MAX_RECONSUMETIMES;
 pub use message::Message;
 pub use pattern::{PatternProblem, RegexSubscriptionMode};
 pub use reader::{Reader, ReaderBuilder};
+pub use redrive::{
+    DEFAULT_REDRIVE_IDLE, DEFAULT_REDRIVE_SUBSCRIPTION, Redrive, RedriveError, Redriven,
+};
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
 
@@ -315,6 +319,9 @@ impl Consumer {
         };
         let result = ready!(Pin::new(pending).poll(cx));
         self.pending = None;
+        if let (Ok(Ok(msg)), Some(letters)) = (&result, &self.letters) {
+            letters.delivered(msg);
+        }
         Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
@@ -356,7 +363,11 @@ impl Consumer {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
-        self.ask(task::Command::TryReceive).await
+        let received = self.ask(task::Command::TryReceive).await;
+        if let (Ok(Some(msg)), Some(letters)) = (&received, &self.letters) {
+            letters.delivered(msg);
+        }
+        received
     }
 
     /// Acknowledges `msg` so the subscription will not deliver it again.
@@ -383,6 +394,9 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        if let Some(letters) = &self.letters {
+            letters.settled(id);
+        }
         if !self.ack_receipts && self.topics.borrow().knows(&topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the

@@ -42,9 +42,12 @@ pub enum Outcome {
 ///
 /// # Examples
 /// ```
+/// use std::time::Duration;
 /// use pulsar_wire::consumer::RunOptions;
 /// assert_eq!(RunOptions::default().concurrency, 1);
 /// assert_eq!(RunOptions::default().concurrency(8).concurrency, 8);
+/// let leased = RunOptions::default().lease(Duration::from_secs(600));
+/// assert_eq!(leased.lease, Some(Duration::from_secs(600)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -52,11 +55,18 @@ pub struct RunOptions {
     /// How many handler calls may run at once (default 1: one message at
     /// a time, in the order received).
     pub concurrency: usize,
+    /// While a handler call runs, keep its message from the ack timeout
+    /// for at most this long (see [`lease`](Self::lease)); `None` (the
+    /// default): the ack timeout runs as for any received message.
+    pub lease: Option<Duration>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        Self { concurrency: 1 }
+        Self {
+            concurrency: 1,
+            lease: None,
+        }
     }
 }
 
@@ -66,9 +76,58 @@ impl RunOptions {
         self.concurrency = n;
         self
     }
+
+    /// Leases each message to its handler call for at most `max_total`:
+    /// while the call runs, each time the message's
+    /// [`ack_timeout`](super::ConsumerBuilder::ack_timeout) expires its
+    /// deadline moves one ack timeout on, so a handler slower than the
+    /// ack timeout is not raced by a redelivery to another consumer. Once
+    /// `max_total` has passed since the message was received, the ack
+    /// timeout takes it back as usual (a handler stuck for good does not
+    /// hold its message for ever). The lease ends when the call returns:
+    /// its outcome is sent at once, and after [`Outcome::Leave`] the
+    /// message's last deadline stands.
+    ///
+    /// The lease is the client's own: nothing is sent to the broker for
+    /// it. Without an ack timeout there is nothing to extend and it does
+    /// nothing.
+    pub fn lease(mut self, max_total: Duration) -> Self {
+        self.lease = Some(max_total);
+        self
+    }
 }
 
 impl Consumer {
+    /// Gives the application longer to answer `msg`: its
+    /// [`ack_timeout`](super::ConsumerBuilder::ack_timeout) deadline moves
+    /// to `by` from now, unless it already lies later. Call it again to
+    /// extend again; [`RunOptions::lease`] does this for a handler. Nothing
+    /// is sent to the broker (the ack timeout is the client's timer); for a
+    /// message not held (answered already, or taken back by the ack
+    /// timeout or a reconnect), or without an ack timeout, it does nothing.
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the consumer is closed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn slow_part(_: &[u8]) {}
+    /// # async fn demo(mut consumer: pulsar_wire::Consumer) -> Result<(), pulsar_wire::Error> {
+    /// let msg = consumer.receive().await?;
+    /// consumer.extend(&msg, Duration::from_secs(120))?;
+    /// slow_part(msg.payload()).await;
+    /// consumer.ack(&msg).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn extend(&self, msg: &Message, by: Duration) -> Result<(), ConsumerError> {
+        self.send(super::task::Command::Extend {
+            topic: msg.0.topic.clone(),
+            id: msg.id(),
+            by,
+        })
+    }
+
     /// Receives messages and calls `handler` for each; its [`Outcome`]
     /// decides what is sent (see the table on [`Outcome`]). A handler
     /// error or panic nacks the message and the loop goes on: each call
@@ -125,10 +184,11 @@ impl Consumer {
         // siblings, which the next calls handle.
         let mut running = JoinSet::new();
         let mut settling = JoinSet::new();
+        let leased = options.lease.is_some();
         let settle = |settling: &mut JoinSet<()>, done| {
             if let Ok((msg, called)) = done {
                 let consumer = self.clone();
-                settling.spawn(async move { consumer.settle(msg, called).await });
+                settling.spawn(async move { consumer.settle(msg, called, leased).await });
             }
         };
         let end = loop {
@@ -151,6 +211,14 @@ impl Consumer {
                 Err(ConsumerError::Closed) => break Ok(()),
                 Err(e) => break Err(e),
             };
+            if let Some(max_total) = options.lease {
+                // Queued behind the hand-over, so the task holds the message.
+                let _ = self.send(super::task::Command::Lease {
+                    topic: msg.0.topic.clone(),
+                    id: msg.id(),
+                    max_total: Some(max_total),
+                });
+            }
             let call = tokio::spawn(handler(msg.clone()));
             running.spawn(async move { (msg, call.await) });
         };
@@ -166,22 +234,36 @@ impl Consumer {
         &self,
         msg: Message,
         called: Result<Result<Outcome, E>, JoinError>,
+        leased: bool,
     ) {
         let id = msg.id();
         let outcome = match called {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => {
                 warn!(%id, error = %e, "handler failed; nacking");
+                if let Some(letters) = &self.letters {
+                    letters.failed(&msg, &e.to_string());
+                }
                 Outcome::Retry
             }
             Err(e) => {
                 warn!(%id, error = %e, "handler panicked; nacking");
+                if let Some(letters) = &self.letters {
+                    letters.failed(&msg, &e.to_string());
+                }
                 Outcome::Retry
             }
         };
         let sent = match outcome {
             Outcome::Ack => self.ack(&msg).await,
             Outcome::Retry => self.nack(&msg),
+            // An ack, a nack or a retry's ack ends a lease; leaving the
+            // message must end it too.
+            Outcome::Leave if leased => self.send(super::task::Command::Lease {
+                topic: msg.0.topic.clone(),
+                id,
+                max_total: None,
+            }),
             Outcome::Leave => Ok(()),
             Outcome::RetryLater(delay) => match self.reconsume_later(&msg, delay).await {
                 Ok(()) => Ok(()),

@@ -120,23 +120,107 @@ async fn retry_later_brings_a_message_back_through_the_retry_topic_then_dead_let
     assert!(lines.iter().all(|l| l["payload"] == json!("again")));
     // The third retry went over the limit: to the dead-letter topic.
     let dlq = format!("{topic}-s-DLQ");
-    let dead = pulsar_wire(
+    let dead = first_from_earliest(&url, &dlq, "r").await;
+    assert_eq!(dead[0]["payload"], json!("again"));
+    assert_eq!(dead[0]["properties"]["REAL_TOPIC"], json!(topic));
+}
+
+#[tokio::test]
+async fn dlq_redrive_lists_then_moves_a_dead_letter_back_to_its_real_topic() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-redrive");
+    let dlq = format!("{topic}-s-DLQ");
+    // The subscription that keeps the dead letters, then one dead letter
+    // as a consumer's forward leaves it.
+    pulsar_wire(
         &url,
         &[
             "consume",
             &dlq,
             "-s",
-            "r",
+            "keep",
             "-t",
             "shared",
-            "--position",
-            "earliest",
-            "-n",
-            "1",
+            "--idle-exit-ms",
+            "100",
         ],
     )
     .await
     .ok_lines();
-    assert_eq!(dead[0]["payload"], json!("again"));
-    assert_eq!(dead[0]["properties"]["REAL_TOPIC"], json!(topic));
+    let real_topic = format!("REAL_TOPIC={topic}");
+    for _ in 0..2 {
+        pulsar_wire(
+            &url,
+            &[
+                "produce",
+                &dlq,
+                "-m",
+                "poison",
+                "--key",
+                "k1",
+                "-p",
+                "k=v",
+                "-p",
+                &real_topic,
+                "-p",
+                "ORIGIN_MESSAGE_ID=1:2:-1",
+                "-p",
+                "DLQ_LAST_ERROR=boom",
+            ],
+        )
+        .await
+        .ok_lines();
+    }
+    let redrive = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "dlq",
+            "redrive",
+            "--from",
+            &dlq,
+            "-s",
+            "keep",
+            "--filter-property",
+            "k=v",
+            "--idle-ms",
+            "500",
+        ];
+        args.extend_from_slice(extra);
+        let url = url.clone();
+        async move { pulsar_wire(&url, &args).await.ok_lines() }
+    };
+    let planned = redrive(&["--dry-run"]).await;
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    assert_eq!(planned[0]["target"], json!(topic));
+    assert_eq!(planned[0]["published"], json!(null));
+    assert_eq!(planned[0]["properties"], json!({"k": "v"}));
+    let moved = redrive(&["--limit", "1"]).await;
+    assert_eq!(moved.len(), 1, "--limit 1 moves one: {moved:?}");
+    assert!(moved[0]["published"].is_string(), "{moved:?}");
+    assert_eq!(redrive(&["--dry-run"]).await.len(), 1, "one is left");
+    assert_eq!(redrive(&[]).await.len(), 1, "the rest moves");
+    assert!(redrive(&["--dry-run"]).await.is_empty(), "both were acked");
+
+    let back = first_from_earliest(&url, &topic, "app").await;
+    assert_eq!(back[0]["payload"], json!("poison"));
+    assert_eq!(back[0]["key"], json!("k1"));
+    assert_eq!(back[0]["properties"], json!({"k": "v"}));
+}
+
+/// The first message of `topic` for a new Shared subscription `sub` at
+/// the earliest position, as `consume` prints it.
+async fn first_from_earliest(url: &str, topic: &str, sub: &str) -> Vec<serde_json::Value> {
+    let args = [
+        "consume",
+        topic,
+        "-s",
+        sub,
+        "-t",
+        "shared",
+        "--position",
+        "earliest",
+        "-n",
+        "1",
+    ];
+    pulsar_wire(url, &args).await.ok_lines()
 }

@@ -4,7 +4,11 @@
 //! test, on free loopback ports with its own data directory, killed when
 //! dropped (also when the test panics); `apache` uses the Apache Pulsar
 //! standalone that `scripts/apache-pulsar run` started for the whole suite
-//! (`PULSAR_SERVICE_URL`, `PULSAR_ADMIN_URL`), with unique topic names.
+//! (`PULSAR_SERVICE_URL`, `PULSAR_ADMIN_URL`), with unique topic names;
+//! `kit` runs an in-process `pulsar_wire::testing::TestBroker` per test,
+//! reached through the client's connector (only tests that build their
+//! client with [`client`] reach it: `scripts/test` runs a subset of them
+//! there, to keep the test kit honest).
 //!
 //! The pulsar-lite binary is found through `PULSAR_LITE_BIN`, then the
 //! project's `.venv` (made by `scripts/setup`), then `PATH`.
@@ -46,6 +50,8 @@ pub enum BrokerKind {
     Lite,
     /// The shared Apache Pulsar standalone of this test run.
     Apache,
+    /// The test kit's in-process broker, one per test.
+    Kit,
 }
 
 impl BrokerKind {
@@ -54,7 +60,10 @@ impl BrokerKind {
         match std::env::var("PULSAR_TEST_BROKER").as_deref() {
             Err(_) | Ok("lite") | Ok("") => Self::Lite,
             Ok("apache") => Self::Apache,
-            Ok(other) => panic!("PULSAR_TEST_BROKER={other:?}: expected \"lite\" or \"apache\""),
+            Ok("kit") => Self::Kit,
+            Ok(other) => {
+                panic!("PULSAR_TEST_BROKER={other:?}: expected \"lite\", \"apache\" or \"kit\"")
+            }
         }
     }
 }
@@ -75,12 +84,27 @@ pub fn skip_unless(needed: BrokerKind, reason: &str) -> bool {
     true
 }
 
+/// Skips the calling test on the broker `lacking` (a behaviour pulsar-lite
+/// lacks that Apache Pulsar and the test kit both have), printing the
+/// reason as [`skip_unless`] does. Returns `true` when the test must
+/// return at once.
+pub fn skip_on(lacking: BrokerKind, reason: &str) -> bool {
+    let current = BrokerKind::current();
+    if current != lacking {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("test").to_owned();
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test} on {current:?}: {reason}");
+    true
+}
+
 /// A running broker. Dropping a pulsar-lite one kills the process and
 /// removes its data.
 #[derive(Debug)]
 pub struct TestBroker {
     addr: SocketAddr,
     own: Option<OwnProcess>,
+    kit: Option<pulsar_wire::testing::TestBroker>,
 }
 
 #[derive(Debug)]
@@ -102,8 +126,10 @@ impl TestBroker {
     /// On Apache Pulsar only `partitioned_topics` applies (created through
     /// the admin API); tests that need other options skip there first.
     pub async fn start_with(options: BrokerOptions) -> Self {
-        if BrokerKind::current() == BrokerKind::Apache {
-            return Self::attach_apache(&options).await;
+        match BrokerKind::current() {
+            BrokerKind::Apache => return Self::attach_apache(&options).await,
+            BrokerKind::Kit => return Self::start_kit(&options),
+            BrokerKind::Lite => {}
         }
         let mut last_error = String::new();
         // A free port can be taken by someone else between our probe and the
@@ -143,6 +169,7 @@ impl TestBroker {
                 bin,
                 config,
             }),
+            kit: None,
         };
         match tokio::time::timeout(Duration::from_secs(30), ready_rx).await {
             Ok(Ok(())) => Ok(broker),
@@ -184,9 +211,13 @@ impl TestBroker {
         panic!("pulsar-lite did not restart on {addr}; log:\n{last_error}");
     }
 
-    /// `pulsar://127.0.0.1:PORT`.
+    /// `pulsar://127.0.0.1:PORT` (the kit's own URL for the kit, reached
+    /// only through its connector: use [`client`]).
     pub fn service_url(&self) -> String {
-        format!("pulsar://{}", self.addr)
+        match &self.kit {
+            Some(kit) => kit.service_url().to_owned(),
+            None => format!("pulsar://{}", self.addr),
+        }
     }
 
     /// The broker's binary-protocol address.
@@ -218,8 +249,24 @@ impl TestBroker {
     pub fn kind(&self) -> BrokerKind {
         if self.own.is_some() {
             BrokerKind::Lite
+        } else if self.kit.is_some() {
+            BrokerKind::Kit
         } else {
             BrokerKind::Apache
+        }
+    }
+
+    /// The test kit's broker with `options`' partitioned topics (the
+    /// keepalive options do not apply: it sends no PING).
+    fn start_kit(options: &BrokerOptions) -> Self {
+        let kit = pulsar_wire::testing::TestBroker::start();
+        for (topic, partitions) in &options.partitioned_topics {
+            kit.create_partitioned_topic(topic, *partitions);
+        }
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            own: None,
+            kit: Some(kit),
         }
     }
 
@@ -241,7 +288,11 @@ impl TestBroker {
         for (topic, partitions) in &options.partitioned_topics {
             super::admin::create_partitioned_topic(&admin, topic, *partitions).await;
         }
-        Self { addr, own: None }
+        Self {
+            addr,
+            own: None,
+            kit: None,
+        }
     }
 }
 
@@ -370,8 +421,22 @@ fn fresh_dir() -> PathBuf {
     dir
 }
 
+/// A client builder for `broker`: its service URL (and the kit's
+/// connector), to add settings to.
+pub fn client_builder(broker: &TestBroker) -> pulsar_wire::ClientBuilder {
+    super::init_tracing();
+    match &broker.kit {
+        Some(kit) => kit.client_builder(),
+        None => pulsar_wire::Client::builder().service_url(broker.service_url()),
+    }
+}
+
 /// A client of `broker`, with default settings: what most real-broker
 /// tests start with.
 pub async fn client(broker: &TestBroker) -> pulsar_wire::Client {
+    if let Some(kit) = &broker.kit {
+        super::init_tracing();
+        return kit.client().await.expect("client of the test kit");
+    }
     super::client_at(broker.service_url()).await
 }

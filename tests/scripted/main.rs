@@ -16,6 +16,7 @@ mod discovery;
 mod handshake;
 mod hostile;
 mod hostile_entries;
+mod kit;
 mod limits;
 mod lookup;
 #[cfg(feature = "oauth2")]

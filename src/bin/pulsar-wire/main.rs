@@ -12,6 +12,7 @@
 mod client_conf;
 mod consume;
 mod demo;
+mod dlq;
 mod embedded;
 mod perf;
 mod perf_consume;
@@ -67,6 +68,10 @@ enum Command {
     Produce(produce::Args),
     /// Receive messages and print one JSON line per message.
     Consume(consume::Args),
+    /// Work with dead-letter topics: `dlq redrive` moves dead-lettered
+    /// messages back to be processed again.
+    #[command(subcommand)]
+    Dlq(dlq::DlqCommand),
     /// Measure throughput and latency, like Apache Pulsar's pulsar-perf.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -135,6 +140,7 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Demo(args) => demo::run(&client, args).await,
         Command::Produce(args) => produce::run(&client, args).await,
         Command::Consume(args) => consume::run(&client, args).await,
+        Command::Dlq(command) => dlq::run(&client, command).await,
         Command::Perf(perf::PerfCommand::Produce(args)) => perf_produce::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Consume(args)) => perf_consume::run(&client, args).await,
     };

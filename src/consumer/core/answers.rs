@@ -61,6 +61,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             return Acked::Unrecorded; // a reader's core: nothing to ack
         }
         if self.held.remove(id) || self.nacks.cancel(id) {
+            self.leases.end(id);
             // Hashing the id for an empty map cost ~1% of a consume run.
             if !self.last_chance.is_empty() {
                 self.last_chance.remove(&id);
@@ -113,6 +114,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             return Ok(Acked::Unrecorded);
         }
         let mut covered = self.held.remove_up_to(upto);
+        self.leases.end_up_to(upto);
         covered.extend(self.nacks.cancel_up_to(upto));
         if !self.last_chance.is_empty() {
             self.last_chance.retain(|id, _| *id > upto);
@@ -152,6 +154,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// one comes back after the others.
     pub(crate) fn nack(&mut self, now: Instant, id: MessageId, redelivery_count: u32) {
         self.anchor(now);
+        self.leases.end(id);
         if self.held.remove(id) && self.nacks.nack(now, id, redelivery_count) == Nacked::Now {
             self.request_redelivery(&[id], Some(now));
         }
@@ -166,6 +169,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     pub(crate) fn on_tick(&mut self, now: Instant) {
         self.anchor(now);
         let expired = self.held.expire(now);
+        let expired = self.renew_leases(now, expired);
         let nacked = self.nacks.expire(now);
         if !expired.is_empty() {
             self.request_redelivery(&expired, None);

@@ -29,6 +29,100 @@ pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
 pub const RECONSUMETIMES: &str = "RECONSUMETIMES";
 /// Property: the retry delay in milliseconds.
 pub const DELAY_TIME: &str = "DELAY_TIME";
+/// Dead-letter property: the subscription whose consumer forwarded the
+/// message.
+pub const DLQ_SUBSCRIPTION: &str = "DLQ_SUBSCRIPTION";
+/// Dead-letter property: how many times the message was handed to the
+/// application before it was forwarded (the broker's count: with the
+/// default [`DeadLetterCutoff::OnArrival`] and `max_redeliver_count` 3,
+/// it is 3).
+pub const DLQ_DELIVERY_COUNT: &str = "DLQ_DELIVERY_COUNT";
+/// Dead-letter property: when the forwarding consumer first handed the
+/// message out, in ms since the Unix epoch (absent if it never did).
+pub const DLQ_FIRST_DELIVERY_TIME: &str = "DLQ_FIRST_DELIVERY_TIME";
+/// Dead-letter property: when the forwarding consumer last handed the
+/// message out, in ms since the Unix epoch (absent if it never did).
+pub const DLQ_LAST_DELIVERY_TIME: &str = "DLQ_LAST_DELIVERY_TIME";
+/// Dead-letter property: the `Display` of the last error a
+/// [`Consumer::run`](crate::consumer::Consumer::run) handler returned for
+/// the message (or its panic), at most 1024 bytes; absent if none failed.
+pub const DLQ_LAST_ERROR: &str = "DLQ_LAST_ERROR";
+
+/// Every property a dead-letter or retry copy gets on top of the
+/// message's own: what [`redrive`](crate::consumer::Redrive) strips
+/// before publishing a message again.
+pub const LETTER_PROPERTIES: [&str; 10] = [
+    REAL_TOPIC,
+    ORIGIN_MESSAGE_ID,
+    RECONSUMETIMES,
+    DELAY_TIME,
+    "RETRY_TOPIC",
+    DLQ_SUBSCRIPTION,
+    DLQ_DELIVERY_COUNT,
+    DLQ_FIRST_DELIVERY_TIME,
+    DLQ_LAST_DELIVERY_TIME,
+    DLQ_LAST_ERROR,
+];
+
+/// What the forwarding consumer knows of a message's deliveries, for the
+/// `DLQ_*` properties of its dead-letter copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeliveryFacts<'a> {
+    /// The consumer's subscription.
+    pub(crate) subscription: &'a str,
+    /// Times handed to the application; `None` when not known.
+    pub(crate) deliveries: Option<u32>,
+    /// First and last hand-out by this consumer, ms since the Unix epoch.
+    pub(crate) first_and_last_ms: Option<(u64, u64)>,
+    /// The handler's last error (already capped).
+    pub(crate) last_error: Option<&'a str>,
+}
+
+/// Sets the `DLQ_*` properties of `facts` (replacing those of an earlier
+/// trip through a dead-letter topic).
+pub(crate) fn add_delivery_facts(
+    properties: &mut Vec<(String, String)>,
+    facts: &DeliveryFacts<'_>,
+) {
+    set(properties, DLQ_SUBSCRIPTION, facts.subscription.to_owned());
+    let mut known = Vec::new();
+    if let Some(n) = facts.deliveries {
+        known.push((DLQ_DELIVERY_COUNT, n.to_string()));
+    }
+    if let Some((first, last)) = facts.first_and_last_ms {
+        known.push((DLQ_FIRST_DELIVERY_TIME, first.to_string()));
+        known.push((DLQ_LAST_DELIVERY_TIME, last.to_string()));
+    }
+    if let Some(error) = facts.last_error {
+        known.push((DLQ_LAST_ERROR, error.to_owned()));
+    }
+    for key in [
+        DLQ_DELIVERY_COUNT,
+        DLQ_FIRST_DELIVERY_TIME,
+        DLQ_LAST_DELIVERY_TIME,
+        DLQ_LAST_ERROR,
+    ] {
+        match known.iter().position(|(k, _)| *k == key) {
+            Some(at) => set(properties, key, std::mem::take(&mut known[at].1)),
+            // Not known now: a value from an earlier trip would mislead.
+            None => properties.retain(|(k, _)| k != key),
+        }
+    }
+}
+
+/// The properties of a dead-lettered message published again: its own,
+/// without [`LETTER_PROPERTIES`].
+pub fn without_letter_properties<'a>(
+    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Vec<(String, String)> {
+    let mut kept: Vec<(String, String)> = properties
+        .into_iter()
+        .filter(|(k, _)| !LETTER_PROPERTIES.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    kept.sort();
+    kept
+}
 
 /// When a message at the redelivery limit is forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -385,6 +479,48 @@ mod tests {
             Duration::from_secs(3),
         );
         assert!(matches!(last, Reconsume::DeadLetter { .. }));
+    }
+
+    #[test]
+    fn delivery_facts_replace_an_earlier_trip_and_unknown_ones_go() {
+        let mut props = vec![
+            ("k".to_owned(), "v".to_owned()),
+            (DLQ_LAST_ERROR.to_owned(), "old".to_owned()),
+            (DLQ_DELIVERY_COUNT.to_owned(), "9".to_owned()),
+        ];
+        let facts = DeliveryFacts {
+            subscription: "billing",
+            deliveries: Some(3),
+            first_and_last_ms: Some((10, 20)),
+            last_error: None,
+        };
+        add_delivery_facts(&mut props, &facts);
+        props.sort();
+        let expected: Vec<(String, String)> = [
+            (DLQ_DELIVERY_COUNT, "3"),
+            (DLQ_FIRST_DELIVERY_TIME, "10"),
+            (DLQ_LAST_DELIVERY_TIME, "20"),
+            (DLQ_SUBSCRIPTION, "billing"),
+            ("k", "v"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(props, expected);
+    }
+
+    #[test]
+    fn a_message_published_again_loses_every_letter_property() {
+        let props: std::collections::HashMap<String, String> = LETTER_PROPERTIES
+            .iter()
+            .map(|k| ((*k).to_owned(), "x".to_owned()))
+            .chain([
+                ("b".to_owned(), "2".to_owned()),
+                ("a".to_owned(), "1".to_owned()),
+            ])
+            .collect();
+        let kept = without_letter_properties(&props);
+        assert_eq!(kept, [("a".into(), "1".into()), ("b".into(), "2".into())]);
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //! receiver queue and its permits ([`receiver_queue`]), the ack-timeout
 //! tracker ([`unacked`]), delayed nacks ([`nack`]), batch member acks
 //! ([`batch_acks`]), acks remembered to drop redelivered copies
-//! ([`settled`]), coalesced rewinds ([`rewind`]), the dead-letter policy
+//! ([`settled`]), leases and extensions of deadlines ([`lease`]),
+//! coalesced rewinds ([`rewind`]), the dead-letter policy
 //! ([`dead_letter`]), the settings ([`config`]), and the assembly of
 //! chunked messages ([`chunks`], driven beside the core).
 
@@ -30,6 +31,7 @@ pub(crate) mod batch_acks;
 pub(crate) mod chunks;
 pub(crate) mod config;
 pub mod dead_letter;
+pub(crate) mod lease;
 pub(crate) mod nack;
 pub(crate) mod receiver_queue;
 pub(crate) mod rewind;
@@ -58,6 +60,7 @@ use actions::{Action, Actions, Incoming};
 use batch_acks::{BatchAcks, MemberAck};
 use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
+use lease::Leases;
 use nack::{NackPolicy, NackTracker};
 use receiver_queue::{QueuedBytes, ReceiverQueue};
 use rewind::PendingRewind;
@@ -75,6 +78,8 @@ pub(crate) struct ConsumerCore<M> {
     queue: ReceiverQueue<M>,
     /// Handed to the application and not answered yet (timed with an ack timeout).
     held: UnackedTracker,
+    /// Held messages whose deadline moves on while a handler runs.
+    leases: Leases,
     nacks: NackTracker,
     batches: BatchAcks,
     /// Forwarded to the dead-letter topic, result not known yet.
@@ -115,6 +120,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             nacks: NackTracker::new(config.nack, config.tick),
             config,
             held,
+            leases: Leases::default(),
             batches: BatchAcks::default(),
             forwarding: HashSet::new(),
             last_chance: HashMap::new(),
@@ -420,6 +426,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     fn clear_held(&mut self) {
         self.recent.settle_into(&mut self.settled);
         self.held.clear();
+        self.leases.clear();
         self.nacks.clear();
         self.last_chance.clear();
         self.batches.clear_live();

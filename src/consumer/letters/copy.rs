@@ -50,6 +50,11 @@ impl LetterTopics {
         &self.policy
     }
 
+    /// The consumer's subscription.
+    pub(crate) fn subscription(&self) -> &str {
+        &self.subscription
+    }
+
     /// The retry-letter topic the consumer also subscribes to, if enabled.
     pub(crate) fn retry_topic(&self) -> Option<&str> {
         self.retry_topic.as_deref()

@@ -4,6 +4,7 @@
 //! ([`retry`]).
 
 pub(crate) mod copy;
+mod history;
 mod retry;
 pub(crate) mod send;
 

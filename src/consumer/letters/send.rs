@@ -20,6 +20,7 @@ use tokio::sync::OnceCell;
 use tracing::debug;
 
 use super::copy::{LetterTopics, copy_of, failure_backoff, sorted};
+use super::history::DeliveryHistory;
 use crate::client::Client;
 use crate::consumer::core::config::SubscriptionType;
 use crate::consumer::core::dead_letter::{self, Reconsume};
@@ -38,6 +39,8 @@ pub(crate) struct Letters {
     producers: Mutex<HashMap<String, Arc<OnceCell<Producer>>>>,
     /// Dead-letter forwards that failed in a row (reset by a success).
     failures: AtomicU32,
+    /// Hand-outs and handler errors, for the dead-letter copies.
+    history: Mutex<DeliveryHistory>,
     /// Where the copies the broker stored are counted.
     stats: Option<Arc<ConsumerRecorder>>,
 }
@@ -50,6 +53,7 @@ impl Letters {
             topics,
             producers: Mutex::new(HashMap::new()),
             failures: AtomicU32::new(0),
+            history: Mutex::new(DeliveryHistory::default()),
             stats: None,
         }
     }
@@ -58,6 +62,46 @@ impl Letters {
     pub(crate) fn counted_in(mut self, stats: Arc<ConsumerRecorder>) -> Self {
         self.stats = Some(stats);
         self
+    }
+
+    fn history(&self) -> std::sync::MutexGuard<'_, DeliveryHistory> {
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `message` was handed to the application now.
+    pub(crate) fn delivered(&self, message: &Message) {
+        self.history()
+            .delivered(message.id(), crate::clock::unix_millis());
+    }
+
+    /// The handler failed on `message` with `error`.
+    pub(crate) fn failed(&self, message: &Message, error: &str) {
+        self.history().failed(message.id(), error);
+    }
+
+    /// `id` was acked: its history goes.
+    pub(crate) fn settled(&self, id: MessageId) {
+        self.history().settled(id);
+    }
+
+    /// The `DLQ_*` properties of `message`'s dead-letter copy: its history
+    /// here (taken), and `deliveries` if known.
+    fn delivery_facts(
+        &self,
+        message: &Message,
+        deliveries: Option<u32>,
+        properties: &mut Vec<(String, String)>,
+    ) {
+        let record = self.history().take(message.id());
+        let facts = dead_letter::DeliveryFacts {
+            subscription: self.topics.subscription(),
+            deliveries,
+            first_and_last_ms: record
+                .as_ref()
+                .map(|r| (r.first_delivery_ms, r.last_delivery_ms)),
+            last_error: record.as_ref().and_then(|r| r.last_error.as_deref()),
+        };
+        dead_letter::add_delivery_facts(properties, &facts);
     }
 
     /// How long closing may take: the client's operation timeout.
@@ -79,8 +123,15 @@ impl Letters {
     /// [`failure_backoff`], so the redelivery it leads to does not come
     /// back at once.
     pub(crate) async fn forward(&self, message: &Message) -> Result<MessageId, ConsumerError> {
-        let properties =
+        let mut properties =
             dead_letter::dead_letter_properties(sorted(message), message.topic(), message.id());
+        // On arrival at the limit, the deliveries before it reached the
+        // application; Java style hands the message at the limit out once more.
+        let java_style = self.topics.policy().cutoff == dead_letter::DeadLetterCutoff::JavaStyle;
+        let deliveries = message
+            .redelivery_count()
+            .saturating_add(u32::from(java_style));
+        self.delivery_facts(message, Some(deliveries), &mut properties);
         let topic = self.topics.dead_letter_topic(message.topic());
         let result = self
             .publish(&topic, true, copy_of(message, properties))
@@ -128,7 +179,8 @@ impl Letters {
                 let copy = copy_of(message, properties).deliver_after(delay);
                 self.publish(&retry_topic, false, copy).await
             }
-            Reconsume::DeadLetter { properties } => {
+            Reconsume::DeadLetter { mut properties } => {
+                self.delivery_facts(message, None, &mut properties);
                 let topic = self.topics.dead_letter_topic(message.topic());
                 self.publish(&topic, true, copy_of(message, properties))
                     .await

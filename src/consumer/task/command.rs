@@ -43,6 +43,18 @@ pub(crate) enum Command {
         id: MessageId,
         redelivery_count: u32,
     },
+    /// Push the ack-timeout deadline of `id` to `by` from now.
+    Extend {
+        topic: Arc<str>,
+        id: MessageId,
+        by: Duration,
+    },
+    /// Lease `id` for at most `max_total` from now (`None`: end its lease).
+    Lease {
+        topic: Arc<str>,
+        id: MessageId,
+        max_total: Option<Duration>,
+    },
     /// Move the subscription.
     Seek(SeekTarget, Reply<()>),
     /// The id of the last message of the (single) topic.

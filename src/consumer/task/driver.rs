@@ -298,6 +298,24 @@ impl Driver {
                     self.run_actions(index).await;
                 }
             }
+            Command::Extend { topic, id, by } => {
+                if let Some(index) = self.find(&topic) {
+                    self.subs[index].core.extend(clock::now(), id, by);
+                }
+            }
+            Command::Lease {
+                topic,
+                id,
+                max_total,
+            } => {
+                if let Some(index) = self.find(&topic) {
+                    let core = &mut self.subs[index].core;
+                    match max_total {
+                        Some(max_total) => core.lease(clock::now(), id, max_total),
+                        None => core.release(id),
+                    }
+                }
+            }
             Command::Seek(target, reply) => {
                 let _ = reply.send(self.seek(target).await);
             }

@@ -101,8 +101,8 @@ async fn a_zero_ack_timeout_is_a_typed_error() {
 
 #[tokio::test]
 async fn an_exclusive_nack_rewinds_in_order_with_counts_at_zero() {
-    if skip_unless(
-        BrokerKind::Apache,
+    if skip_on(
+        BrokerKind::Lite,
         "pulsar-lite ignores REDELIVER_UNACKNOWLEDGED_MESSAGES on Exclusive",
     ) {
         return;

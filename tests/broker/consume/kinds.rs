@@ -62,8 +62,8 @@ async fn seek_rewinds_the_subscription() {
 
 #[tokio::test]
 async fn failover_has_one_active_consumer() {
-    if skip_unless(
-        BrokerKind::Apache,
+    if skip_on(
+        BrokerKind::Lite,
         "pulsar-lite sends no ACTIVE_CONSUMER_CHANGE",
     ) {
         return;

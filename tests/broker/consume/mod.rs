@@ -13,6 +13,7 @@ mod outcomes;
 mod random_run;
 mod reader;
 mod redelivery;
+mod redrive;
 mod retry;
 mod rewind;
 mod seek;
@@ -29,7 +30,9 @@ use pulsar_wire::{Client, ConsumerError, MessageId, TopicName};
 use tokio::sync::mpsc;
 
 pub(super) use crate::common::broker::client;
-use crate::common::broker::{BrokerKind, BrokerOptions, TestBroker, skip_unless};
+use crate::common::broker::{
+    BrokerKind, BrokerOptions, TestBroker, client_builder, skip_on, skip_unless,
+};
 use crate::common::{guard, unique_topic};
 
 /// A producer made of raw frames: each send waits for its receipt.

@@ -214,8 +214,7 @@ async fn a_batch_receive_is_acked_with_one_call() {
 async fn big_messages_under_a_small_memory_limit_all_arrive() {
     let broker = TestBroker::start().await;
     guard("memory limit", async {
-        let client = Client::builder()
-            .service_url(broker.service_url())
+        let client = client_builder(&broker)
             .memory_limit(256 * 1024)
             .build()
             .await

@@ -28,7 +28,7 @@ async fn key_shared(client: &Client, topic: &str, ack_timeout: Option<Duration>)
 
 #[tokio::test]
 async fn key_shared_a_nacked_message_comes_back_with_its_count_raised() {
-    if skip_unless(BrokerKind::Apache, KEY_SHARED_STALLS) {
+    if skip_on(BrokerKind::Lite, KEY_SHARED_STALLS) {
         return;
     }
     let broker = TestBroker::start().await;
@@ -57,7 +57,7 @@ async fn key_shared_a_nacked_message_comes_back_with_its_count_raised() {
 
 #[tokio::test]
 async fn key_shared_an_unacked_message_comes_back_after_the_ack_timeout() {
-    if skip_unless(BrokerKind::Apache, KEY_SHARED_STALLS) {
+    if skip_on(BrokerKind::Lite, KEY_SHARED_STALLS) {
         return;
     }
     let broker = TestBroker::start().await;
@@ -79,8 +79,8 @@ async fn key_shared_an_unacked_message_comes_back_after_the_ack_timeout() {
 
 #[tokio::test]
 async fn failover_a_nack_rewinds_in_order_with_counts_at_zero() {
-    if skip_unless(
-        BrokerKind::Apache,
+    if skip_on(
+        BrokerKind::Lite,
         "pulsar-lite ignores REDELIVER_UNACKNOWLEDGED_MESSAGES on Failover",
     ) {
         return;

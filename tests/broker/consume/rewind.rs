@@ -51,7 +51,7 @@ async fn poison_among_ten(kind: SubscriptionType) {
 
 #[tokio::test]
 async fn a_poison_message_on_exclusive_does_not_starve_the_others() {
-    if skip_unless(BrokerKind::Apache, LITE_IGNORES_REWINDS) {
+    if skip_on(BrokerKind::Lite, LITE_IGNORES_REWINDS) {
         return;
     }
     poison_among_ten(SubscriptionType::Exclusive).await;
@@ -59,7 +59,7 @@ async fn a_poison_message_on_exclusive_does_not_starve_the_others() {
 
 #[tokio::test]
 async fn a_poison_message_on_failover_does_not_starve_the_others() {
-    if skip_unless(BrokerKind::Apache, LITE_IGNORES_REWINDS) {
+    if skip_on(BrokerKind::Lite, LITE_IGNORES_REWINDS) {
         return;
     }
     poison_among_ten(SubscriptionType::Failover).await;

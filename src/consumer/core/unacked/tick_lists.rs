@@ -94,6 +94,25 @@ impl TickLists {
         self.release(handle);
     }
 
+    /// The due tick of the node `handle`.
+    pub(crate) fn due_of(&self, handle: u32) -> u64 {
+        self.nodes[handle as usize].due
+    }
+
+    /// Moves the node `handle` to the list of tick `due` (or out of every
+    /// list, for [`NEVER`]): an unlink and a link, O(1) plus the lookup of
+    /// the tick among the few distinct due ticks.
+    pub(crate) fn reschedule(&mut self, handle: u32, due: u64) {
+        self.unlink(handle);
+        let node = &mut self.nodes[handle as usize];
+        node.prev = NIL;
+        node.next = NIL;
+        node.due = due;
+        if due != NEVER {
+            self.link(handle);
+        }
+    }
+
     /// The ids due on ticks up to `tick`, earliest tick first.
     pub(crate) fn due(&self, tick: u64) -> Vec<MessageId> {
         let mut ids = Vec::new();
@@ -250,6 +269,21 @@ mod tests {
         lists.remove_due(7);
         assert_eq!(lists.ids().collect::<Vec<_>>(), [id(3), id(4)]);
         assert_eq!(lists.first_tick(), Some(9));
+    }
+
+    #[test]
+    fn a_rescheduled_node_leaves_its_list_and_joins_the_new_tail() {
+        let mut lists = TickLists::default();
+        let a = lists.insert(id(1), 2);
+        lists.insert(id(2), 2);
+        lists.insert(id(3), 5);
+        lists.reschedule(a, 5);
+        assert_eq!(lists.due_of(a), 5);
+        assert_eq!(lists.due(2), [id(2)]);
+        assert_eq!(lists.due(5), [id(2), id(3), id(1)]);
+        lists.reschedule(a, NEVER);
+        assert_eq!(lists.due(9), [id(2), id(3)]);
+        assert_eq!(lists.len(), 3, "a node that never expires stays stored");
     }
 
     #[test]

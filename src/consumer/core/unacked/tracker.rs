@@ -102,24 +102,55 @@ impl UnackedTracker {
         id: MessageId,
         redelivery_count: u32,
     ) -> bool {
+        let timeout = self.timeout.map(|timeout| {
+            let extra = self
+                .backoff
+                .map_or(Duration::ZERO, |b| b.delay(redelivery_count));
+            timeout.saturating_add(extra)
+        });
+        self.insert_for(now, id, timeout)
+    }
+
+    /// Starts the clock of `id` at `now` with a deadline `after` from now
+    /// (`None`: never); `false` if `id` is already tracked.
+    fn insert_for(&mut self, now: Instant, id: MessageId, after: Option<Duration>) -> bool {
         let lists = &self.lists;
         let slot = match self.index.find_or_slot(&id, |h| lists.id(h)) {
             Probe::Found => return false,
             Probe::Vacant(slot) => slot,
         };
-        let due = match self.timeout {
-            None => NEVER,
-            Some(timeout) => {
-                let extra = self
-                    .backoff
-                    .map_or(Duration::ZERO, |b| b.delay(redelivery_count));
-                self.grid
-                    .due_tick(now, timeout.saturating_add(extra))
-                    .unwrap_or(NEVER)
-            }
+        let due = match (self.timeout, after) {
+            (Some(_), Some(after)) => self.grid.due_tick(now, after).unwrap_or(NEVER),
+            _ => NEVER,
         };
         let handle = self.lists.insert(id, due);
         self.index.fill(slot, &id, handle);
+        true
+    }
+
+    /// Tracks `id` again (taken by [`expire`](Self::expire)), due `after`
+    /// from `now`: a lease renewed at its expiry. `false` if `id` is
+    /// already tracked.
+    pub fn renew(&mut self, now: Instant, id: MessageId, after: Duration) -> bool {
+        self.insert_for(now, id, Some(after))
+    }
+
+    /// Pushes the deadline of `id` to `by` from `now` when that is later
+    /// than its deadline (it never moves earlier). O(1), as
+    /// [`remove`](Self::remove): a hash probe and a move between tick
+    /// lists. Returns whether `id` is tracked. Without a timeout there is
+    /// no deadline to move.
+    pub fn extend(&mut self, now: Instant, id: MessageId, by: Duration) -> bool {
+        let Some(handle) = self.index.find(&id, |h| self.lists.id(h)) else {
+            return false;
+        };
+        if self.timeout.is_none() {
+            return true;
+        }
+        let due = self.grid.due_tick(now, by).unwrap_or(NEVER);
+        if due > self.lists.due_of(handle) {
+            self.lists.reschedule(handle, due);
+        }
         true
     }
 
@@ -251,6 +282,35 @@ mod tests {
         t.insert(t0, id(9));
         assert_eq!(t.expire(t0 + ms(10_000)), [id(1), id(2), id(4), id(9)]);
         assert!(t.is_empty() && !t.contains(id(1)));
+    }
+
+    #[test]
+    fn an_extension_moves_the_deadline_later_and_never_earlier() {
+        let t0 = crate::clock::now();
+        let mut t = tracker();
+        t.insert(t0, id(1)); // due 10 s
+        t.insert(t0, id(2));
+        assert!(t.extend(t0 + ms(8_000), id(1), ms(5_000)), "due 13 s");
+        assert!(
+            t.extend(t0 + ms(8_000), id(2), ms(1_000)),
+            "9 s is earlier: kept at 10 s"
+        );
+        assert!(!t.extend(t0, id(3), ms(1_000)), "not tracked");
+        assert_eq!(t.expire(t0 + ms(10_000)), [id(2)]);
+        assert_eq!(t.next_deadline(), Some(t0 + ms(13_000)));
+        assert_eq!(t.expire(t0 + ms(13_000)), [id(1)]);
+        assert!(t.renew(t0 + ms(13_000), id(1), ms(2_000)));
+        assert_eq!(t.expire(t0 + ms(15_000)), [id(1)]);
+    }
+
+    #[test]
+    fn extending_without_a_timeout_changes_nothing() {
+        let t0 = crate::clock::now();
+        let mut t = UnackedTracker::untimed();
+        t.insert(t0, id(1));
+        assert!(t.extend(t0, id(1), ms(1)));
+        assert!(t.renew(t0, id(2), ms(1)));
+        assert_eq!(t.next_deadline(), None);
     }
 
     #[test]

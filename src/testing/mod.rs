@@ -1,0 +1,11 @@
+//! A test kit: an in-process Pulsar broker for unit tests of code that
+//! produces and consumes (feature `testing`).
+//!
+//! See `docs/testing-kit.md`.
+
+mod broker;
+pub(crate) mod model;
+mod record;
+
+pub use broker::TestBroker;
+pub use record::{Event, EventKind, StoredMessage};

@@ -1,0 +1,757 @@
+//! The test broker's model (pure): frames and `now` in, frames out. It
+//! never does IO, never sleeps and never reads the clock; the broker task
+//! (`testing/broker.rs`) feeds it what each connection sends and writes
+//! out what it answers, and calls [`Model::on_tick`] at
+//! [`Model::next_deadline`].
+
+pub(crate) mod replies;
+pub(crate) mod topic;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::message_id::MessageId;
+use crate::proto::base_command::Type;
+use crate::proto::command_ack::AckType;
+use crate::proto::command_subscribe::{InitialPosition, SubType};
+use crate::proto::{MessageMetadata, ServerError};
+use crate::wire::Frame;
+
+use super::record::{Event, EventKind, StoredMessage};
+use topic::{Attached, ConnId, Entry, Subscription, Topic};
+
+/// What the broker task must do.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// Write `frame` to connection `conn`.
+    Frame(ConnId, Box<Frame>),
+    /// Close connection `conn`.
+    Close(ConnId),
+}
+
+#[derive(Debug, Default)]
+struct Conn {
+    producers: HashMap<u64, String>,
+    /// Consumer id → (topic, subscription).
+    consumers: HashMap<u64, (String, String)>,
+}
+
+/// A SEND held back by a slow-topic fault, stored when due.
+#[derive(Debug)]
+struct HeldSend {
+    at: Instant,
+    conn: ConnId,
+    producer_id: u64,
+    sequence_id: u64,
+    highest: u64,
+    topic: String,
+    metadata: MessageMetadata,
+    data: Bytes,
+}
+
+/// The broker's whole state.
+#[derive(Debug)]
+pub(crate) struct Model {
+    url: String,
+    origin: Instant,
+    topics: BTreeMap<String, Topic>,
+    partitioned: BTreeMap<String, u32>,
+    conns: BTreeMap<ConnId, Conn>,
+    next_conn: ConnId,
+    next_ledger: u64,
+    events: Vec<Event>,
+    failing: HashMap<String, VecDeque<ServerError>>,
+    slow: HashMap<String, Duration>,
+    held: Vec<HeldSend>,
+    out: Vec<Out>,
+}
+
+impl Model {
+    /// A broker answering lookups with `url`, started at `origin`.
+    pub(crate) fn new(url: String, origin: Instant) -> Self {
+        Self {
+            url,
+            origin,
+            topics: BTreeMap::new(),
+            partitioned: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            next_ledger: 100,
+            events: Vec::new(),
+            failing: HashMap::new(),
+            slow: HashMap::new(),
+            held: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// A new connection.
+    pub(crate) fn connect(&mut self) -> ConnId {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.conns.insert(id, Conn::default());
+        id
+    }
+
+    /// What to write and close, oldest first.
+    pub(crate) fn take_output(&mut self) -> Vec<Out> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Every event so far.
+    pub(crate) fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Makes `topic` a partitioned topic of `partitions` partitions.
+    pub(crate) fn create_partitioned(&mut self, topic: &str, partitions: u32) {
+        self.partitioned.insert(topic.to_owned(), partitions);
+    }
+
+    /// The next `count` SENDs to `topic` fail with `code`.
+    pub(crate) fn fail_sends(&mut self, topic: &str, count: usize, code: ServerError) {
+        let queue = self.failing.entry(topic.to_owned()).or_default();
+        queue.extend(std::iter::repeat_n(code, count));
+    }
+
+    /// SENDs to `topic` are stored and confirmed `delay` after they arrive.
+    pub(crate) fn slow_sends(&mut self, topic: &str, delay: Duration) {
+        if delay.is_zero() {
+            self.slow.remove(topic);
+        } else {
+            self.slow.insert(topic.to_owned(), delay);
+        }
+    }
+
+    /// Closes every connection (clients reconnect).
+    pub(crate) fn disconnect_all(&mut self, now: Instant) {
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.out.push(Out::Close(conn));
+            self.on_disconnect(now, conn);
+        }
+    }
+
+    /// The messages stored in `topic`.
+    pub(crate) fn messages(&self, topic: &str) -> Vec<StoredMessage> {
+        let Some(t) = self.topics.get(topic) else {
+            return Vec::new();
+        };
+        t.entries
+            .iter()
+            .flat_map(|e| stored(e, self.origin))
+            .collect()
+    }
+
+    /// Entries of `topic` not acked on `subscription`.
+    pub(crate) fn backlog(&self, topic: &str, subscription: &str) -> Option<u64> {
+        let t = self.topics.get(topic)?;
+        let sub = t.subscriptions.get(subscription)?;
+        Some(sub.unacked(t.entries.len() as u64))
+    }
+
+    /// The topics that exist.
+    pub(crate) fn topic_names(&self) -> Vec<String> {
+        self.topics.keys().cloned().collect()
+    }
+
+    /// When [`on_tick`](Self::on_tick) has work.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let held = self.held.iter().map(|h| h.at).min();
+        let delayed = self
+            .topics
+            .values()
+            .flat_map(|t| t.subscriptions.values())
+            .filter_map(Subscription::next_due)
+            .min();
+        held.into_iter().chain(delayed).min()
+    }
+
+    /// Time passed: held sends and delayed messages that are due go out.
+    pub(crate) fn on_tick(&mut self, now: Instant) {
+        let (due, later): (Vec<HeldSend>, Vec<HeldSend>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.at <= now);
+        self.held = later;
+        for send in due {
+            if self.conns.contains_key(&send.conn) {
+                self.store(now, send);
+            }
+        }
+        let names: Vec<String> = self.topics.keys().cloned().collect();
+        for name in names {
+            if let Some(t) = self.topics.get_mut(&name) {
+                for sub in t.subscriptions.values_mut() {
+                    sub.release_due(now);
+                }
+            }
+            self.dispatch_topic(now, &name);
+        }
+    }
+
+    /// Connection `conn` is gone: its consumers' messages go to others,
+    /// its producers and held sends are dropped.
+    pub(crate) fn on_disconnect(&mut self, now: Instant, conn: ConnId) {
+        let Some(state) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.held.retain(|h| h.conn != conn);
+        for (id, (topic, sub)) in state.consumers {
+            self.detach(now, conn, id, &topic, &sub);
+        }
+    }
+
+    /// One frame from connection `conn`.
+    pub(crate) fn on_frame(&mut self, now: Instant, conn: ConnId, frame: Frame) {
+        let c = &frame.command;
+        match c.r#type() {
+            Type::Connect => self.reply(conn, replies::connected()),
+            Type::Ping => self.reply(conn, replies::pong()),
+            Type::Lookup => {
+                if let Some(l) = &c.lookup_topic {
+                    let url = self.url.clone();
+                    self.reply(conn, replies::lookup(l.request_id, &url));
+                }
+            }
+            Type::PartitionedMetadata => {
+                if let Some(p) = &c.partition_metadata {
+                    let n = self.partitioned.get(&p.topic).copied().unwrap_or(0);
+                    self.reply(conn, replies::partitions(p.request_id, n));
+                }
+            }
+            Type::Producer => {
+                if let Some(p) = &c.producer {
+                    self.ensure_topic(&p.topic);
+                    let name = p
+                        .producer_name
+                        .clone()
+                        .unwrap_or_else(|| format!("test-producer-{conn}-{}", p.producer_id));
+                    if let Some(state) = self.conns.get_mut(&conn) {
+                        state.producers.insert(p.producer_id, p.topic.clone());
+                    }
+                    self.reply(conn, replies::producer_success(p.request_id, name));
+                }
+            }
+            Type::Send => self.on_send(now, conn, frame),
+            Type::CloseProducer => {
+                if let Some(p) = &c.close_producer {
+                    if let Some(state) = self.conns.get_mut(&conn) {
+                        state.producers.remove(&p.producer_id);
+                    }
+                    self.reply(conn, replies::success(p.request_id));
+                }
+            }
+            Type::Subscribe => self.on_subscribe(conn, &frame),
+            Type::Flow => {
+                if let Some(f) = &c.flow {
+                    if let Some((topic, sub)) = self.consumer(conn, f.consumer_id) {
+                        if let Some(s) = self.sub_mut(&topic, &sub) {
+                            for a in s.consumers.iter_mut() {
+                                if (a.conn, a.id) == (conn, f.consumer_id) {
+                                    a.permits = a.permits.saturating_add(f.message_permits);
+                                }
+                            }
+                        }
+                        self.dispatch_topic(now, &topic);
+                    }
+                }
+            }
+            Type::Ack => self.on_ack(now, conn, &frame),
+            Type::RedeliverUnacknowledgedMessages => self.on_redeliver(now, conn, &frame),
+            Type::Seek => self.on_seek(now, conn, &frame),
+            Type::Unsubscribe => {
+                if let Some(u) = &c.unsubscribe {
+                    self.on_unsubscribe(conn, u.consumer_id, u.request_id);
+                }
+            }
+            Type::CloseConsumer => {
+                if let Some(cc) = &c.close_consumer {
+                    let found = self
+                        .conns
+                        .get_mut(&conn)
+                        .and_then(|s| s.consumers.remove(&cc.consumer_id));
+                    if let Some((topic, sub)) = found {
+                        self.detach(now, conn, cc.consumer_id, &topic, &sub);
+                    }
+                    self.reply(conn, replies::success(cc.request_id));
+                }
+            }
+            Type::GetLastMessageId => {
+                if let Some(g) = &c.get_last_message_id {
+                    let answer = self.last_message_id(conn, g.consumer_id);
+                    let frame = match answer {
+                        Some((last, mark)) => replies::last_message_id(g.request_id, last, mark),
+                        None => replies::error(
+                            g.request_id,
+                            ServerError::ConsumerNotFound,
+                            "unknown consumer".into(),
+                        ),
+                    };
+                    self.reply(conn, frame);
+                }
+            }
+            // Schemas, transactions, namespaces' topic lists, auth
+            // challenges: not modelled; the client sees its timeout.
+            _ => {}
+        }
+    }
+
+    fn reply(&mut self, conn: ConnId, frame: Frame) {
+        self.out.push(Out::Frame(conn, Box::new(frame)));
+    }
+
+    fn event(&mut self, now: Instant, topic: &str, kind: EventKind) {
+        self.events.push(Event {
+            at: now.saturating_duration_since(self.origin),
+            topic: topic.to_owned(),
+            kind,
+        });
+    }
+
+    fn ensure_topic(&mut self, name: &str) -> &mut Topic {
+        let ledger = &mut self.next_ledger;
+        self.topics.entry(name.to_owned()).or_insert_with(|| {
+            *ledger += 1;
+            Topic::new(*ledger, partition_of(name))
+        })
+    }
+
+    fn consumer(&self, conn: ConnId, id: u64) -> Option<(String, String)> {
+        self.conns.get(&conn)?.consumers.get(&id).cloned()
+    }
+
+    fn sub_mut(&mut self, topic: &str, sub: &str) -> Option<&mut Subscription> {
+        self.topics.get_mut(topic)?.subscriptions.get_mut(sub)
+    }
+
+    fn on_send(&mut self, now: Instant, conn: ConnId, frame: Frame) {
+        let (Some(send), Some(payload)) = (frame.command.send, frame.payload) else {
+            return;
+        };
+        let topic = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.producers.get(&send.producer_id))
+            .cloned();
+        let Some(topic) = topic else {
+            let frame = replies::send_error(
+                send.producer_id,
+                send.sequence_id,
+                ServerError::UnknownError,
+            );
+            self.reply(conn, frame);
+            return;
+        };
+        if let Some(code) = self.failing.get_mut(&topic).and_then(VecDeque::pop_front) {
+            self.event(
+                now,
+                &topic,
+                EventKind::SendFailed {
+                    sequence_id: send.sequence_id,
+                },
+            );
+            self.reply(
+                conn,
+                replies::send_error(send.producer_id, send.sequence_id, code),
+            );
+            return;
+        }
+        let held = HeldSend {
+            at: now + self.slow.get(&topic).copied().unwrap_or_default(),
+            conn,
+            producer_id: send.producer_id,
+            sequence_id: send.sequence_id,
+            highest: send.highest_sequence_id.unwrap_or(send.sequence_id),
+            topic,
+            metadata: payload.metadata,
+            data: payload.data,
+        };
+        if held.at > now {
+            self.held.push(held);
+        } else {
+            self.store(now, held);
+        }
+    }
+
+    /// Stores a SEND and confirms it.
+    fn store(&mut self, now: Instant, send: HeldSend) {
+        // The producer computed deliver_at_time from its wall clock at
+        // publish time: the delay is their difference, on this clock.
+        let deliver_at = send.metadata.deliver_at_time.map(|at| {
+            let delay = u64::try_from(at)
+                .unwrap_or(0)
+                .saturating_sub(send.metadata.publish_time);
+            now + Duration::from_millis(delay)
+        });
+        let t = self.ensure_topic(&send.topic);
+        let entry = t.entries.len() as u64;
+        let id = t.id(entry);
+        t.entries.push(Entry {
+            id,
+            metadata: send.metadata,
+            data: send.data,
+            stored_at: now,
+            deliver_at,
+        });
+        self.event(now, &send.topic, EventKind::Published { id });
+        let receipt = replies::receipt(send.producer_id, send.sequence_id, send.highest, id);
+        self.reply(send.conn, receipt);
+        self.dispatch_topic(now, &send.topic);
+    }
+
+    fn on_subscribe(&mut self, conn: ConnId, frame: &Frame) {
+        let Some(s) = &frame.command.subscribe else {
+            return;
+        };
+        let kind = s.sub_type();
+        let durable = s.durable.unwrap_or(true);
+        let t = self.ensure_topic(&s.topic);
+        let end = t.entries.len() as u64;
+        let start = match (&s.start_message_id, s.initial_position()) {
+            (Some(id), _) if !durable => t.start_at(&MessageId::from_proto(id)),
+            (_, InitialPosition::Earliest) => 0,
+            (_, InitialPosition::Latest) => end,
+        };
+        let sub = t
+            .subscriptions
+            .entry(s.subscription.clone())
+            .or_insert_with(|| Subscription::new(kind, durable, start));
+        let refusal = if !sub.consumers.is_empty() && sub.kind != kind {
+            Some((ServerError::ConsumerBusy, "subscription is of another type"))
+        } else if kind == SubType::Exclusive && !sub.consumers.is_empty() {
+            Some((
+                ServerError::ConsumerBusy,
+                "exclusive consumer is already connected",
+            ))
+        } else {
+            None
+        };
+        if let Some((code, text)) = refusal {
+            self.reply(conn, replies::error(s.request_id, code, text.into()));
+            return;
+        }
+        if sub.consumers.is_empty() {
+            sub.kind = kind;
+        }
+        sub.kept_for_seek = false;
+        sub.consumers.push(Attached {
+            conn,
+            id: s.consumer_id,
+            permits: 0,
+            epoch: s.consumer_epoch,
+        });
+        let failover = (kind == SubType::Failover).then(|| {
+            sub.consumers
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.conn, a.id, i == 0))
+                .collect::<Vec<_>>()
+        });
+        if let Some(state) = self.conns.get_mut(&conn) {
+            state
+                .consumers
+                .insert(s.consumer_id, (s.topic.clone(), s.subscription.clone()));
+        }
+        self.reply(conn, replies::success(s.request_id));
+        for (c, id, active) in failover.unwrap_or_default() {
+            self.reply(c, replies::active_consumer_change(id, active));
+        }
+    }
+
+    fn detach(&mut self, now: Instant, conn: ConnId, id: u64, topic: &str, sub: &str) {
+        let Some(t) = self.topics.get_mut(topic) else {
+            return;
+        };
+        let Some(s) = t.subscriptions.get_mut(sub) else {
+            return;
+        };
+        let was_active = s
+            .consumers
+            .first()
+            .is_some_and(|a| (a.conn, a.id) == (conn, id));
+        s.detach(conn, id);
+        if s.consumers.is_empty() && !s.durable && !s.kept_for_seek {
+            t.subscriptions.remove(sub);
+            return;
+        }
+        if was_active && s.kind == SubType::Failover {
+            if let Some(next) = s.consumers.first() {
+                let (c, i) = (next.conn, next.id);
+                self.reply(c, replies::active_consumer_change(i, true));
+            }
+        }
+        self.dispatch_topic(now, topic);
+    }
+
+    fn on_ack(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
+        let Some(a) = &frame.command.ack else {
+            return;
+        };
+        let Some((topic, sub)) = self.consumer(conn, a.consumer_id) else {
+            return;
+        };
+        let mut acked = Vec::new();
+        if let Some(t) = self.topics.get_mut(&topic) {
+            let ledger_entries: Vec<(u64, bool)> = a
+                .message_id
+                .iter()
+                .filter_map(|m| {
+                    let id = MessageId::from_proto(m);
+                    // A batch index ack with members left unacked: the
+                    // entry stays (members are not tracked one by one).
+                    let partial = m.ack_set.iter().any(|w| *w != 0);
+                    t.entry_of(&id).map(|e| (e, partial))
+                })
+                .collect();
+            let ids: Vec<MessageId> = (0..t.entries.len() as u64).map(|e| t.id(e)).collect();
+            if let Some(s) = t.subscriptions.get_mut(&sub) {
+                for (entry, partial) in ledger_entries {
+                    if a.ack_type() == AckType::Cumulative {
+                        for e in s.mark..=entry {
+                            if s.ack(e) {
+                                acked.push(ids[e as usize]);
+                            }
+                        }
+                    } else if !partial && s.ack(entry) {
+                        acked.push(ids[entry as usize]);
+                    }
+                }
+            }
+        }
+        for id in acked {
+            self.event(
+                now,
+                &topic,
+                EventKind::Acked {
+                    subscription: sub.clone(),
+                    id,
+                },
+            );
+        }
+        if let Some(request_id) = a.request_id {
+            self.reply(conn, replies::ack_response(a.consumer_id, request_id));
+        }
+    }
+
+    fn on_redeliver(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
+        let Some(r) = &frame.command.redeliver_unacknowledged_messages else {
+            return;
+        };
+        let Some((topic, sub)) = self.consumer(conn, r.consumer_id) else {
+            return;
+        };
+        let mut moved = Vec::new();
+        if let Some(t) = self.topics.get_mut(&topic) {
+            let named: Vec<u64> = r
+                .message_ids
+                .iter()
+                .filter_map(|m| t.entry_of(&MessageId::from_proto(m)))
+                .collect();
+            let ids: Vec<MessageId> = (0..t.entries.len() as u64).map(|e| t.id(e)).collect();
+            if let Some(s) = t.subscriptions.get_mut(&sub) {
+                if let Some(epoch) = r.consumer_epoch {
+                    for a in s
+                        .consumers
+                        .iter_mut()
+                        .filter(|a| (a.conn, a.id) == (conn, r.consumer_id))
+                    {
+                        a.epoch = Some(epoch);
+                    }
+                }
+                let by_id =
+                    matches!(s.kind, SubType::Shared | SubType::KeyShared) && !named.is_empty();
+                let entries = s.redeliver(conn, r.consumer_id, by_id.then_some(&named[..]));
+                moved.extend(entries.into_iter().map(|e| ids[e as usize]));
+            }
+        }
+        for id in moved {
+            self.event(
+                now,
+                &topic,
+                EventKind::RedeliveryRequested {
+                    subscription: sub.clone(),
+                    id,
+                },
+            );
+        }
+        self.dispatch_topic(now, &topic);
+    }
+
+    fn on_seek(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
+        let Some(s) = &frame.command.seek else {
+            return;
+        };
+        let Some((topic, sub)) = self.consumer(conn, s.consumer_id) else {
+            let frame = replies::error(
+                s.request_id,
+                ServerError::ConsumerNotFound,
+                "unknown consumer".into(),
+            );
+            self.reply(conn, frame);
+            return;
+        };
+        if let Some(t) = self.topics.get_mut(&topic) {
+            let start = match (&s.message_id, s.message_publish_time) {
+                (Some(id), _) => t.start_at(&MessageId::from_proto(id)),
+                (None, Some(time)) => t
+                    .entries
+                    .iter()
+                    .position(|e| e.metadata.publish_time >= time)
+                    .map_or(t.entries.len() as u64, |p| p as u64),
+                (None, None) => 0,
+            };
+            if let Some(sub) = t.subscriptions.get_mut(&sub) {
+                sub.reset(start);
+                sub.kept_for_seek = !sub.durable;
+            }
+        }
+        self.reply(conn, replies::success(s.request_id));
+        self.dispatch_topic(now, &topic);
+    }
+
+    fn on_unsubscribe(&mut self, conn: ConnId, consumer: u64, request_id: u64) {
+        let Some((topic, sub)) = self.consumer(conn, consumer) else {
+            let frame = replies::error(
+                request_id,
+                ServerError::ConsumerNotFound,
+                "unknown consumer".into(),
+            );
+            self.reply(conn, frame);
+            return;
+        };
+        let others = self
+            .topics
+            .get(&topic)
+            .and_then(|t| t.subscriptions.get(&sub))
+            .is_some_and(|s| {
+                s.consumers
+                    .iter()
+                    .any(|a| (a.conn, a.id) != (conn, consumer))
+            });
+        if others {
+            let frame = replies::error(
+                request_id,
+                ServerError::ConsumerBusy,
+                "other consumers are connected".into(),
+            );
+            self.reply(conn, frame);
+            return;
+        }
+        if let Some(t) = self.topics.get_mut(&topic) {
+            t.subscriptions.remove(&sub);
+        }
+        if let Some(state) = self.conns.get_mut(&conn) {
+            state.consumers.remove(&consumer);
+        }
+        self.reply(conn, replies::success(request_id));
+    }
+
+    fn last_message_id(
+        &self,
+        conn: ConnId,
+        consumer: u64,
+    ) -> Option<(MessageId, Option<MessageId>)> {
+        let (topic, sub) = self.consumer(conn, consumer)?;
+        let t = self.topics.get(&topic)?;
+        let last = match t.entries.len() {
+            0 => MessageId::new(t.ledger, u64::MAX).with_partition(t.partition),
+            n => t.id(n as u64 - 1),
+        };
+        let mark = t
+            .subscriptions
+            .get(&sub)
+            .and_then(|s| s.mark.checked_sub(1))
+            .map(|e| t.id(e));
+        Some((last, mark))
+    }
+
+    /// Sends what each subscription of `topic` can deliver now.
+    fn dispatch_topic(&mut self, now: Instant, topic: &str) {
+        let Some(t) = self.topics.get_mut(topic) else {
+            return;
+        };
+        let mut sent = Vec::new();
+        for (name, sub) in t.subscriptions.iter_mut() {
+            for d in sub.dispatch(now, &t.entries) {
+                let e = &t.entries[d.entry as usize];
+                let frame = replies::message(
+                    d.consumer,
+                    e.id,
+                    d.redelivery_count,
+                    d.epoch,
+                    e.metadata.clone(),
+                    e.data.clone(),
+                );
+                sent.push((name.clone(), d.conn, e.id, d.redelivery_count, frame));
+            }
+        }
+        for (subscription, conn, id, redelivery_count, frame) in sent {
+            self.event(
+                now,
+                topic,
+                EventKind::Delivered {
+                    subscription,
+                    id,
+                    redelivery_count,
+                },
+            );
+            self.reply(conn, frame);
+        }
+    }
+}
+
+/// The partition index in a partition's name (`…-partition-N`), else -1.
+fn partition_of(topic: &str) -> i32 {
+    topic
+        .rsplit_once("-partition-")
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// The messages of one entry, a batch's members one by one.
+fn stored(entry: &Entry, origin: Instant) -> Vec<StoredMessage> {
+    let m = &entry.metadata;
+    let data = crate::compression::Compression::from_proto(m.compression.unwrap_or(0))
+        .and_then(|c| {
+            c.decompress(
+                entry.data.clone(),
+                m.uncompressed_size.unwrap_or(0),
+                usize::MAX,
+            )
+        })
+        .unwrap_or_else(|_| entry.data.clone());
+    let stored_at = entry.stored_at.saturating_duration_since(origin);
+    let deliver_after = entry
+        .deliver_at
+        .map(|at| at.saturating_duration_since(entry.stored_at));
+    let props = |kvs: &[crate::proto::KeyValue]| {
+        kvs.iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect()
+    };
+    let Some(count) = m.num_messages_in_batch else {
+        return vec![StoredMessage {
+            id: entry.id,
+            payload: data,
+            key: m.partition_key.clone(),
+            properties: props(&m.properties),
+            event_time: m.event_time,
+            stored_at,
+            deliver_after,
+        }];
+    };
+    crate::wire::batch::members(data, count)
+        .filter_map(Result::ok)
+        .map(|member| StoredMessage {
+            id: entry.id.with_batch_index(member.index),
+            payload: member.payload,
+            key: member.metadata.partition_key.clone(),
+            properties: props(&member.metadata.properties),
+            event_time: member.metadata.event_time,
+            stored_at,
+            deliver_after,
+        })
+        .collect()
+}
