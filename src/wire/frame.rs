@@ -297,8 +297,9 @@ pub fn encode_payload(
 /// `data`.
 ///
 /// The zero-copy send path: the checksum is computed over `data` where it
-/// lies, and the connection writes the head and the payload `Bytes` with one
-/// vectored write, so the payload is never copied.
+/// lies, and a writer that sends the head and the payload `Bytes` with one
+/// vectored write never copies the payload. (The connection's data lane
+/// uses [`encode`], which copies the payload once into its write buffer.)
 ///
 /// # Errors
 /// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.

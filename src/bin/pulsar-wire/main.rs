@@ -15,7 +15,10 @@ mod demo;
 mod dlq;
 mod embedded;
 mod perf;
+mod perf_backlog;
 mod perf_consume;
+mod perf_idle;
+mod perf_memory;
 mod perf_produce;
 mod perf_stats;
 mod produce;
@@ -77,11 +80,19 @@ enum Command {
     Perf(perf::PerfCommand),
 }
 
+/// The system allocator, counting live heap bytes for `perf idle` and
+/// `perf backlog` (see `perf_memory.rs`).
+#[global_allocator]
+static ALLOCATOR: perf_memory::Counting = perf_memory::Counting;
+
 /// What a subcommand fails with: any error, shown as one line.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(&cli.command, Command::Perf(perf) if perf.counts_allocations()) {
+        perf_memory::count_allocations();
+    }
     let runtime = if cli.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -143,6 +154,8 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Dlq(command) => dlq::run(&client, command).await,
         Command::Perf(perf::PerfCommand::Produce(args)) => perf_produce::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Consume(args)) => perf_consume::run(&client, args).await,
+        Command::Perf(perf::PerfCommand::Idle(args)) => perf_idle::run(&client, args).await,
+        Command::Perf(perf::PerfCommand::Backlog(args)) => perf_backlog::run(&client, args).await,
     };
     client.close().await;
     // The embedded broker (if any) stops only after the client is closed.

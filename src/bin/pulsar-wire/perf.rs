@@ -8,13 +8,26 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-/// `perf produce` or `perf consume`.
+/// `perf produce`, `perf consume`, `perf idle` or `perf backlog`.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum PerfCommand {
     /// Produce as fast as allowed; latency is send to broker receipt.
     Produce(crate::perf_produce::Args),
     /// Consume and ack each message; latency is publish time to receive.
     Consume(crate::perf_consume::Args),
+    /// Memory per idle producer or consumer on one connection, and the CPU
+    /// time and wake-ups of holding them idle.
+    Idle(crate::perf_idle::Args),
+    /// Memory of a slow consumer on a topic with a large backlog.
+    Backlog(crate::perf_backlog::Args),
+}
+
+impl PerfCommand {
+    /// Whether the command reads the heap counters (then the allocator
+    /// counts from the start).
+    pub(crate) const fn counts_allocations(&self) -> bool {
+        matches!(self, Self::Idle(_) | Self::Backlog(_))
+    }
 }
 
 /// How long a run lasts: a message count, a duration, or both (whichever

@@ -31,8 +31,10 @@ pub(crate) const MAX_FORWARDS_IN_FLIGHT: usize = 100;
 #[derive(Debug)]
 pub(crate) struct Forwards {
     letters: Option<Arc<Letters>>,
-    done_tx: mpsc::UnboundedSender<Forwarded>,
-    pub(super) done: mpsc::UnboundedReceiver<Forwarded>,
+    // Boxed: the channel allocates room for 32 at once, per consumer;
+    // a forward is rare and a box is pointer-wide.
+    done_tx: mpsc::UnboundedSender<Box<Forwarded>>,
+    pub(super) done: mpsc::UnboundedReceiver<Box<Forwarded>>,
     in_flight: usize,
     /// The publishing tasks: dropped with the consumer's driver, which
     /// aborts what is still running (a producer still being created is
@@ -96,11 +98,11 @@ impl Forwards {
         while self.tasks.try_join_next().is_some() {}
         self.tasks.spawn(async move {
             let result = letters.forward(&message).await;
-            let _ = done.send(Forwarded {
+            let _ = done.send(Box::new(Forwarded {
                 index,
                 origin,
                 result,
-            });
+            }));
         });
         true
     }
@@ -117,14 +119,14 @@ impl Forwards {
 impl Driver {
     /// Tells the core how a forward ended, and carries out what follows
     /// (the original's ack, or its redelivery).
-    pub(super) async fn on_forwarded(&mut self, forwarded: Forwarded) {
+    pub(super) async fn on_forwarded(&mut self, forwarded: Box<Forwarded>) {
         let forwards = &mut self.settings.forwards;
         forwards.in_flight = forwards.in_flight.saturating_sub(1);
         let Forwarded {
             index,
             origin,
             result,
-        } = forwarded;
+        } = *forwarded;
         let Some(sub) = self.subs.get_mut(index) else {
             return;
         };

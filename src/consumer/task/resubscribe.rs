@@ -23,8 +23,10 @@ pub(super) type Outcome = (usize, u64, Result<Attached, ConsumerError>);
 /// The resubscribe attempts under way (each a task of its own, reporting
 /// on one channel) and each partition's backoff.
 pub(super) struct Resubscribes {
-    tx: mpsc::UnboundedSender<Outcome>,
-    rx: mpsc::UnboundedReceiver<Outcome>,
+    // Boxed: the channel allocates room for 32 at once, per consumer;
+    // an attempt is rare and a box is pointer-wide.
+    tx: mpsc::UnboundedSender<Box<Outcome>>,
+    rx: mpsc::UnboundedReceiver<Box<Outcome>>,
     pub(super) backoff: HashMap<usize, Backoff>,
     /// Subs between losing their subscription and getting it back.
     pub(super) running: std::collections::HashSet<usize>,
@@ -46,7 +48,7 @@ impl Resubscribes {
     /// The next finished attempt (pending while none runs).
     pub(super) async fn next(&mut self) -> Outcome {
         match self.rx.recv().await {
-            Some(outcome) => outcome,
+            Some(outcome) => *outcome,
             // Never: `self` holds a sender.
             None => std::future::pending().await,
         }
@@ -67,8 +69,8 @@ impl Resubscribes {
     /// subscriptions that arrived but were not taken yet are closed.
     pub(super) async fn shut(&mut self) {
         self.rx.close();
-        while let Ok((_, _, outcome)) = self.rx.try_recv() {
-            if let Ok((conn, id, _)) = outcome {
+        while let Ok(unclaimed) = self.rx.try_recv() {
+            if let (_, _, Ok((conn, id, _))) = *unclaimed {
                 close_orphan(&conn, id).await;
             }
         }
@@ -93,10 +95,12 @@ impl Resubscribes {
                 () = tx.closed() => return,
             }
             let outcome = attempt.await;
-            if let Err(mpsc::error::SendError((_, _, Ok((conn, id, _))))) =
-                tx.send((index, generation, outcome))
+            if let Err(mpsc::error::SendError(unsent)) =
+                tx.send(Box::new((index, generation, outcome)))
             {
-                close_orphan(&conn, id).await;
+                if let (_, _, Ok((conn, id, _))) = *unsent {
+                    close_orphan(&conn, id).await;
+                }
             }
         });
     }
