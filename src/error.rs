@@ -32,6 +32,9 @@ pub enum Error {
     /// The client layer failed: URL, lookup, connecting to a broker.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
+    /// A transaction failed or could not begin, commit or abort.
+    #[error(transparent)]
+    Transaction(#[from] crate::transaction::TransactionError),
     /// A consumer call failed: a setting or call the caller got wrong, or
     /// what the broker answered.
     #[error(transparent)]

@@ -40,3 +40,39 @@ id_type!(
     /// A producer's sequence number for one message (or the first of a batch).
     SequenceId
 );
+
+/// A transaction's id: the coordinator that owns it (`most_bits`, the
+/// coordinator's partition of the assign topic) and its number there
+/// (`least_bits`). Shown as `(most,least)`, as the Java client does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxnId {
+    /// The transaction coordinator's id.
+    pub most_bits: u64,
+    /// The transaction's number on its coordinator.
+    pub least_bits: u64,
+}
+
+impl fmt::Display for TxnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({},{})", self.most_bits, self.least_bits)
+    }
+}
+
+impl TxnId {
+    /// The transaction a message's metadata names, if any.
+    pub fn of_metadata(metadata: &crate::proto::MessageMetadata) -> Option<Self> {
+        match (metadata.txnid_most_bits, metadata.txnid_least_bits) {
+            (Some(most_bits), Some(least_bits)) => Some(Self {
+                most_bits,
+                least_bits,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Writes this transaction into a message's metadata.
+    pub fn write_to(self, metadata: &mut crate::proto::MessageMetadata) {
+        metadata.txnid_most_bits = Some(self.most_bits);
+        metadata.txnid_least_bits = Some(self.least_bits);
+    }
+}

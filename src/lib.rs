@@ -88,6 +88,7 @@ pub mod schema;
 pub mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transaction;
 pub mod wire;
 
 pub use client::{Client, ClientBuilder, ClientError, TopicName};
@@ -95,6 +96,7 @@ pub use connection::{Connection, ConnectionError};
 pub use consumer::{Consumer, ConsumerBuilder, ConsumerError, Message, Reader};
 pub use error::{Error, Result};
 pub use message_id::MessageId;
+pub use transaction::{Transaction, TransactionError};
 
 /// The code examples of README.md and docs/, compiled as doctests.
 #[cfg(doctest)]
@@ -111,6 +113,8 @@ mod documentation {
     struct TlsAndAuth;
     #[doc = include_str!("../docs/protocol.md")]
     struct Protocol;
+    #[doc = include_str!("../docs/transactions.md")]
+    struct Transactions;
     #[cfg(feature = "testing")]
     #[doc = include_str!("../docs/testing-kit.md")]
     struct TestingKit;

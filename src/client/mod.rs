@@ -65,6 +65,8 @@ struct Inner {
     /// The last lookup said to reach the owner through the service URL:
     /// the service is a Pulsar proxy.
     behind_proxy: AtomicBool,
+    /// The transaction coordinators, with transactions enabled.
+    coordinators: Option<crate::transaction::coordinator::Coordinators>,
     /// The stats interval and the metrics exporter.
     stats: crate::stats::StatsSettings,
 }
@@ -127,6 +129,26 @@ impl Client {
         }
     }
 
+    /// Configures a transaction; [`begin`](crate::transaction::TransactionBuilder::begin)
+    /// starts it. Needs [`ClientBuilder::enable_transaction`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let txn = client.transaction().timeout(Duration::from_secs(30)).begin().await?;
+    /// txn.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn transaction(&self) -> crate::transaction::TransactionBuilder {
+        crate::transaction::TransactionBuilder::new(self.clone())
+    }
+
+    /// The transaction coordinators, if transactions are enabled.
+    pub(crate) fn coordinators(&self) -> Option<&crate::transaction::coordinator::Coordinators> {
+        self.inner.coordinators.as_ref()
+    }
+
     /// How many partitions `topic` has; 0 for a topic that is not partitioned.
     ///
     /// # Errors
@@ -168,6 +190,7 @@ pub struct ClientBuilder {
     memory_limit: usize,
     max_message_size: usize,
     auth: Option<Arc<dyn Authentication>>,
+    transactions: bool,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
     /// Set by the methods in `crate::stats`.
@@ -186,6 +209,7 @@ impl Default for ClientBuilder {
             memory_limit: crate::producer::DEFAULT_MEMORY_LIMIT,
             max_message_size: crate::wire::DEFAULT_MAX_MESSAGE_SIZE,
             auth: None,
+            transactions: false,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
             stats: crate::stats::StatsSettings::default(),
@@ -254,6 +278,16 @@ impl ClientBuilder {
     /// raise it for brokers configured to take larger messages.
     pub const fn max_message_size(mut self, bytes: usize) -> Self {
         self.max_message_size = bytes;
+        self
+    }
+
+    /// Enables transactions ([`Client::transaction`]), as the Java client's
+    /// `enableTransaction`: the client finds the cluster's transaction
+    /// coordinators on its first transaction, and its producers tell the
+    /// broker they may send in transactions. The broker must run its
+    /// coordinator (`transactionCoordinatorEnabled=true`). Default off.
+    pub const fn enable_transaction(mut self, enabled: bool) -> Self {
+        self.transactions = enabled;
         self
     }
 
@@ -414,6 +448,7 @@ impl ClientBuilder {
                 memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
                 memory_limit: self.memory_limit,
                 behind_proxy: AtomicBool::new(false),
+                coordinators: self.transactions.then(Default::default),
                 stats: self.stats,
             }),
         })

@@ -12,8 +12,9 @@ use crate::wire::Payload;
 /// The successful answer to a request, matched to it by request id.
 ///
 /// Error answers never arrive here: `ERROR`, and responses that carry an
-/// error code (a failed LOOKUP or PARTITIONED_METADATA, an ACK_RESPONSE with
-/// an error), become [`ConnectionError::Server`].
+/// error code (a failed LOOKUP or PARTITIONED_METADATA, an ACK_RESPONSE or
+/// a transaction coordinator's answer with an error), become
+/// [`ConnectionError::Server`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Response {
@@ -32,6 +33,17 @@ pub enum Response {
     AckResponse(proto::CommandAckResponse),
     /// `GET_TOPICS_OF_NAMESPACE_RESPONSE`.
     GetTopicsOfNamespaceResponse(proto::CommandGetTopicsOfNamespaceResponse),
+    /// `TC_CLIENT_CONNECT_RESPONSE` without an error: the transaction
+    /// coordinator is served on this connection.
+    TcClientConnectResponse(proto::CommandTcClientConnectResponse),
+    /// `NEW_TXN_RESPONSE` without an error: the new transaction's id.
+    NewTxnResponse(proto::CommandNewTxnResponse),
+    /// `ADD_PARTITION_TO_TXN_RESPONSE` without an error.
+    AddPartitionToTxnResponse(proto::CommandAddPartitionToTxnResponse),
+    /// `ADD_SUBSCRIPTION_TO_TXN_RESPONSE` without an error.
+    AddSubscriptionToTxnResponse(proto::CommandAddSubscriptionToTxnResponse),
+    /// `END_TXN_RESPONSE` without an error: the transaction is committed or aborted.
+    EndTxnResponse(proto::CommandEndTxnResponse),
     /// `WATCH_TOPIC_LIST_SUCCESS`: the watcher is set, with the topics it
     /// matches now.
     WatchTopicListSuccess(proto::CommandWatchTopicListSuccess),
@@ -53,6 +65,11 @@ impl Response {
             Self::GetLastMessageIdResponse(_) => "GET_LAST_MESSAGE_ID_RESPONSE",
             Self::AckResponse(_) => "ACK_RESPONSE",
             Self::GetTopicsOfNamespaceResponse(_) => "GET_TOPICS_OF_NAMESPACE_RESPONSE",
+            Self::TcClientConnectResponse(_) => "TC_CLIENT_CONNECT_RESPONSE",
+            Self::NewTxnResponse(_) => "NEW_TXN_RESPONSE",
+            Self::AddPartitionToTxnResponse(_) => "ADD_PARTITION_TO_TXN_RESPONSE",
+            Self::AddSubscriptionToTxnResponse(_) => "ADD_SUBSCRIPTION_TO_TXN_RESPONSE",
+            Self::EndTxnResponse(_) => "END_TXN_RESPONSE",
             Self::WatchTopicListSuccess(_) => "WATCH_TOPIC_LIST_SUCCESS",
             Self::GetSchemaResponse(_) => "GET_SCHEMA_RESPONSE",
             Self::GetOrCreateSchemaResponse(_) => "GET_OR_CREATE_SCHEMA_RESPONSE",

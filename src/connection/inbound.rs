@@ -63,6 +63,11 @@ impl Router {
             | Type::GetSchemaResponse
             | Type::GetOrCreateSchemaResponse
             | Type::WatchTopicListSuccess => self.on_response(command),
+            Type::TcClientConnectResponse
+            | Type::NewTxnResponse
+            | Type::AddPartitionToTxnResponse
+            | Type::AddSubscriptionToTxnResponse
+            | Type::EndTxnResponse => self.on_coordinator_response(command),
             Type::WatchTopicUpdate => {
                 if let Some(b) = command.watch_topic_update {
                     let event = TopicListEvent::Update {
@@ -188,6 +193,69 @@ impl Router {
             }
         };
         self.answer(RequestId(id), outcome);
+    }
+
+    /// The transaction coordinator's answers: each carries its error (if
+    /// any) in the body, like ACK_RESPONSE.
+    fn on_coordinator_response(&mut self, c: BaseCommand) {
+        type Failure = Option<(crate::proto::ServerError, String)>;
+        fn failure(
+            code: Option<i32>,
+            error: crate::proto::ServerError,
+            message: Option<&String>,
+        ) -> Failure {
+            code.map(|_| (error, message.cloned().unwrap_or_default()))
+        }
+        let (id, failed, answer): (u64, Failure, Response) = match c {
+            BaseCommand {
+                tc_client_connect_response: Some(b),
+                ..
+            } => (
+                b.request_id,
+                failure(b.error, b.error(), b.message.as_ref()),
+                Response::TcClientConnectResponse(*b),
+            ),
+            BaseCommand {
+                new_txn_response: Some(b),
+                ..
+            } => (
+                b.request_id,
+                failure(b.error, b.error(), b.message.as_ref()),
+                Response::NewTxnResponse(*b),
+            ),
+            BaseCommand {
+                add_partition_to_txn_response: Some(b),
+                ..
+            } => (
+                b.request_id,
+                failure(b.error, b.error(), b.message.as_ref()),
+                Response::AddPartitionToTxnResponse(*b),
+            ),
+            BaseCommand {
+                add_subscription_to_txn_response: Some(b),
+                ..
+            } => (
+                b.request_id,
+                failure(b.error, b.error(), b.message.as_ref()),
+                Response::AddSubscriptionToTxnResponse(*b),
+            ),
+            BaseCommand {
+                end_txn_response: Some(b),
+                ..
+            } => (
+                b.request_id,
+                failure(b.error, b.error(), b.message.as_ref()),
+                Response::EndTxnResponse(*b),
+            ),
+            other => {
+                debug!(
+                    command = other.r#type().as_str_name(),
+                    "coordinator response without body ignored"
+                );
+                return;
+            }
+        };
+        self.answer(RequestId(id), failed.map_or(Ok(answer), Err));
     }
 
     fn on_notification(&mut self, c: BaseCommand) {

@@ -103,6 +103,11 @@ pub enum ConsumerError {
     #[error(transparent)]
     Config(#[from] ConfigError),
 
+    /// [`ack_in`](super::Consumer::ack_in) could not add the subscription to
+    /// the transaction, or the transaction is not open.
+    #[error(transparent)]
+    Transaction(#[from] crate::transaction::TransactionError),
+
     // --- caller misuse: calls ------------------------------------------------------
     /// Cumulative ack is only allowed on Exclusive and Failover subscriptions.
     #[error("cumulative ack is not allowed on a {subscription:?} subscription")]

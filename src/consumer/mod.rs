@@ -534,6 +534,121 @@ impl Consumer {
         .await
     }
 
+    /// Acknowledges `msg` in transaction `txn`: the ack takes effect when
+    /// `txn` commits and is undone if it aborts (the message comes back).
+    ///
+    /// The subscription is added to the transaction first (once per
+    /// topic partition); returns once the broker answered the ACK. The
+    /// transaction's commit waits for it, and aborts instead if it failed.
+    /// Until the transaction ends the message stays held by this consumer
+    /// (under its ack timeout, if one is set). Once it commits, the
+    /// consumer settles the message as after [`ack`](Self::ack); once it
+    /// aborts (or times out), it asks for the message again as after
+    /// [`nack`](Self::nack).
+    ///
+    /// # Errors
+    /// [`ConsumerError::Transaction`] if the transaction is not open, the
+    /// coordinator refused the subscription, or the broker refused the ACK
+    /// for the transaction's sake ([`TransactionError::Conflict`](crate::TransactionError::Conflict)
+    /// when another open transaction acked the message);
+    /// [`ConsumerError::Request`] if the broker refused the ACK otherwise;
+    /// [`ConsumerError::ForeignMessage`], [`ConsumerError::Closed`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: pulsar_wire::Client, mut consumer: pulsar_wire::Consumer) -> Result<(), pulsar_wire::Error> {
+    /// let msg = consumer.receive().await?;
+    /// let txn = client.transaction().begin().await?;
+    /// consumer.ack_in(&txn, &msg).await?;
+    /// txn.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn ack_in(
+        &self,
+        txn: &crate::transaction::Transaction,
+        msg: &Message,
+    ) -> Result<(), ConsumerError> {
+        self.ack_in_txn(txn, msg, false).await
+    }
+
+    /// Acknowledges every message up to and including `msg` in transaction
+    /// `txn`, as [`ack_in`](Self::ack_in) does one.
+    ///
+    /// If the transaction aborts, the consumer nacks `msg`: the
+    /// subscription rewinds to its first unacked message, so every message
+    /// the ack covered comes back.
+    ///
+    /// # Errors
+    /// [`ConsumerError::CumulativeAckNotAllowed`] on Shared and Key_Shared
+    /// subscriptions, and the errors of [`ack_in`](Self::ack_in).
+    pub async fn ack_cumulative_in(
+        &self,
+        txn: &crate::transaction::Transaction,
+        msg: &Message,
+    ) -> Result<(), ConsumerError> {
+        if matches!(
+            self.subscription_type,
+            SubscriptionType::Shared | SubscriptionType::KeyShared
+        ) {
+            return Err(ConsumerError::CumulativeAckNotAllowed {
+                subscription: self.subscription_type,
+            });
+        }
+        self.ack_in_txn(txn, msg, true).await
+    }
+
+    async fn ack_in_txn(
+        &self,
+        txn: &crate::transaction::Transaction,
+        msg: &Message,
+        cumulative: bool,
+    ) -> Result<(), ConsumerError> {
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        let on_end = self.settle_on_end(msg, cumulative);
+        self.ask(|reply| task::Command::AckInTxn {
+            topic,
+            id,
+            batch_size,
+            cumulative,
+            txn: txn.clone(),
+            on_end,
+            reply,
+        })
+        .await
+    }
+
+    /// What the consumer does with `msg` once its transaction ends: acks
+    /// it (again: the broker applied the commit already; this settles it
+    /// here too), or asks for it again as a nack does (the broker ignores
+    /// the request for a message a commit acked after all).
+    fn settle_on_end(
+        &self,
+        msg: &Message,
+        cumulative: bool,
+    ) -> Option<crate::transaction::EndHook> {
+        let commands = self.commands.clone();
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        let redelivery_count = msg.0.redelivery_count;
+        Some(crate::transaction::EndHook(Box::new(move |committed| {
+            let command = match committed {
+                true => task::Command::Ack {
+                    topic,
+                    id,
+                    batch_size,
+                    cumulative,
+                    reply: None,
+                },
+                false => task::Command::Nack {
+                    topic,
+                    id,
+                    redelivery_count,
+                },
+            };
+            // A closed consumer has nothing to settle.
+            let _ = commands.send(command);
+        })))
+    }
+
     /// Asks for `msg` again (now, or after the nack policy's delay). On
     /// Exclusive and Failover the broker rewinds to the first unacked
     /// message; that rewind waits until the messages already received are

@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::ProducerMessage;
 use crate::compression::{Compression, CompressionError};
+use crate::ids::TxnId;
 use crate::proto::MessageMetadata;
 use crate::wire::batch;
 
@@ -99,6 +100,9 @@ pub(crate) struct Batcher<T> {
     last: u64,
     publish_time: u64,
     opened_at: Option<Instant>,
+    /// The transaction of the open batch's messages (a batch never mixes
+    /// transactions, nor transactional and plain messages).
+    txn: Option<TxnId>,
     tokens: Vec<T>,
     ready: VecDeque<Sealed<T>>,
 }
@@ -115,6 +119,7 @@ impl<T> Batcher<T> {
             last: 0,
             publish_time: 0,
             opened_at: None,
+            txn: None,
             tokens: Vec::new(),
             ready: VecDeque::new(),
         }
@@ -150,10 +155,11 @@ impl<T> Batcher<T> {
         let size = msg.payload().len();
         let fits = self.payload_bytes + size <= self.config.max_bytes
             && self.tokens.len() < self.config.max_messages;
-        if !self.tokens.is_empty() && !fits {
+        if !self.tokens.is_empty() && (!fits || self.txn != msg.txn()) {
             self.flush();
         }
         if self.tokens.is_empty() {
+            self.txn = msg.txn();
             self.first = sequence_id;
             self.publish_time = wall_ms;
             self.opened_at = Some(now);
@@ -179,7 +185,7 @@ impl<T> Batcher<T> {
             return;
         }
         let tokens = std::mem::take(&mut self.tokens);
-        let metadata = MessageMetadata {
+        let mut metadata = MessageMetadata {
             producer_name: self.producer_name.clone(),
             sequence_id: self.first,
             publish_time: self.publish_time,
@@ -188,6 +194,9 @@ impl<T> Batcher<T> {
             schema_version: self.schema_version.clone(),
             ..MessageMetadata::default()
         };
+        if let Some(txn) = self.txn.take() {
+            txn.write_to(&mut metadata);
+        }
         let payload = self.buf.split().freeze();
         self.payload_bytes = 0;
         self.opened_at = None;

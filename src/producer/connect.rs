@@ -76,6 +76,8 @@ pub(crate) async fn create_on(recipe: &Recipe, conn: Connection) -> Result<Creat
         user_provided_producer_name: Some(recipe.user_named),
         producer_access_mode: Some(mode as i32),
         topic_epoch: recipe.topic_epoch,
+        // The broker readies the topic's transaction buffer first.
+        txn_enabled: recipe.client.coordinators().is_some().then_some(true),
         schema: recipe.schema.clone(),
         ..proto::CommandProducer::default()
     };

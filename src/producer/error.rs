@@ -127,6 +127,10 @@ pub enum ProducerError {
         /// The sequence id of the SEND (a batch's first message).
         sequence_id: u64,
     },
+    /// [`send_in`](super::Producer::send_in) could not add the topic
+    /// partition to the transaction, or the transaction is not open.
+    #[error(transparent)]
+    Transaction(#[from] crate::transaction::TransactionError),
     /// The broker refused the producer's schema: it is not compatible with
     /// the topic's (its compatibility strategy), or the topic takes no new
     /// schemas.

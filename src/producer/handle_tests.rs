@@ -37,7 +37,11 @@ fn producer(panics: bool) -> Producer {
     Producer::new(
         "t".into(),
         "t".into(),
-        vec![Lane { tx, ended }],
+        vec![Lane {
+            tx,
+            ended,
+            topic: "t".into(),
+        }],
         router,
         memory,
         (

@@ -5,6 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::consumer::EncryptionContext;
+use crate::ids::TxnId;
 use crate::proto::{KeyValue, MessageMetadata, SingleMessageMetadata};
 
 /// When the broker may deliver a message to consumers.
@@ -62,6 +63,8 @@ pub struct ProducerMessage {
     /// The payload is already encoded (encrypted, or compressed with a
     /// codec named here): it goes as it is, alone, with these fields.
     encoded: Option<Box<EncryptionContext>>,
+    /// The transaction the message is produced in (set by `send_in`).
+    txn: Option<TxnId>,
 }
 
 impl ProducerMessage {
@@ -100,6 +103,17 @@ impl ProducerMessage {
     pub(crate) fn encoded(mut self, context: EncryptionContext) -> Self {
         self.encoded = Some(Box::new(context));
         self
+    }
+
+    /// Produces the message in transaction `txn`.
+    pub(crate) const fn in_txn(mut self, txn: TxnId) -> Self {
+        self.txn = Some(txn);
+        self
+    }
+
+    /// The transaction the message is produced in, if any.
+    pub(crate) const fn txn(&self) -> Option<TxnId> {
+        self.txn
     }
 
     /// Whether the payload is already encoded and must go alone, as it is.
@@ -230,6 +244,9 @@ impl ProducerMessage {
         };
         if let Some(context) = &self.encoded {
             context.write_to(&mut metadata);
+        }
+        if let Some(txn) = self.txn {
+            txn.write_to(&mut metadata);
         }
         metadata
     }

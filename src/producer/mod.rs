@@ -63,6 +63,7 @@ use crate::clock;
 use crate::interceptor::{Chain, ProducerInterceptor};
 use crate::message_id::MessageId;
 use crate::stats::ProducerRecorder;
+use crate::transaction::Transaction;
 use routing::Router;
 use task::Cmd;
 
@@ -195,15 +196,80 @@ impl Producer {
         &self,
         msg: impl Into<ProducerMessage>,
     ) -> Result<SendReceipt, ProducerError> {
-        let mut msg = msg.into();
+        let msg = self.intercept(msg.into());
+        let lane = self.choose_lane(&msg);
+        self.queue(&lane, msg).await
+    }
+
+    /// Queues `msg` in transaction `txn` and returns its receipt, as
+    /// [`send`](Self::send): the message is stored at once but delivered
+    /// to consumers only once `txn` commits, never if it aborts.
+    ///
+    /// The topic partition the message goes to is added to the transaction
+    /// (ADD_PARTITION_TO_TXN, once per partition) before the message is
+    /// sent, so the first send to a partition waits for the coordinator.
+    /// The transaction's commit waits for the receipt; a send that fails
+    /// makes the commit abort the transaction instead.
+    ///
+    /// # Errors
+    /// [`ProducerError::Transaction`] if the transaction is not open (ended,
+    /// ending or timed out) or the coordinator refused the partition; the
+    /// errors of [`send`](Self::send).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: pulsar_wire::Client, producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+    /// let txn = client.transaction().begin().await?;
+    /// let receipt = producer.send_in(&txn, "hello").await?;
+    /// txn.commit().await?;
+    /// let id = receipt.await?; // answered before the commit went out
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_in(
+        &self,
+        txn: &Transaction,
+        msg: impl Into<ProducerMessage>,
+    ) -> Result<SendReceipt, ProducerError> {
+        let msg = self.intercept(msg.into());
+        let lane = self.choose_lane(&msg);
+        let op = txn.produce_to(&lane.topic).await?;
+        let queued = self.queue(&lane, msg.in_txn(txn.id())).await?;
+        let ended = queued.ended.clone();
+        // The transaction learns the outcome even if the receipt is dropped.
+        let (reply, receipt) = oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = queued.await;
+            op.finish(outcome.is_ok());
+            let _ = reply.send(outcome);
+        });
+        Ok(SendReceipt { receipt, ended })
+    }
+
+    /// `msg` as the interceptors' `before_send` leave it.
+    fn intercept(&self, mut msg: ProducerMessage) -> ProducerMessage {
         for interceptor in self.inner.interceptors.iter() {
             msg = interceptor.before_send(&self.inner.topic, msg);
         }
-        let lane = partitions::lock(&self.inner.lanes).choose(clock::now(), msg.get_key());
+        msg
+    }
+
+    fn choose_lane(&self, msg: &ProducerMessage) -> task::Lane {
+        partitions::lock(&self.inner.lanes).choose(clock::now(), msg.get_key())
+    }
+
+    async fn queue(
+        &self,
+        lane: &task::Lane,
+        msg: ProducerMessage,
+    ) -> Result<SendReceipt, ProducerError> {
         let permit = self.reserve(&msg).await?;
         let (reply, receipt) = oneshot::channel();
         lane.tx
-            .send(Cmd::Send { msg, reply, permit })
+            .send(Cmd::Send {
+                msg: Box::new(msg),
+                reply,
+                permit,
+            })
             .await
             .map_err(|_| task::gone(&lane.ended))?;
         Ok(SendReceipt {

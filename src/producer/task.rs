@@ -43,7 +43,7 @@ pub(crate) type Reply = oneshot::Sender<Result<MessageId, ProducerError>>;
 /// What the handle asks of the driver.
 pub(crate) enum Cmd {
     Send {
-        msg: ProducerMessage,
+        msg: Box<ProducerMessage>,
         reply: Reply,
         /// The message's share of the client's memory limit, held until it is answered.
         permit: OwnedSemaphorePermit,
@@ -120,6 +120,8 @@ struct Driver {
 pub(crate) struct Lane {
     pub(crate) tx: mpsc::Sender<Cmd>,
     pub(crate) ended: Arc<AtomicBool>,
+    /// The topic the lane produces to: the topic, or its partition.
+    pub(crate) topic: Arc<str>,
 }
 
 /// Why a task is gone: closed as asked, or it panicked.
@@ -136,6 +138,7 @@ pub(crate) fn spawn(mut created: Created, mut recipe: Recipe, settings: Settings
     created.unclaimed.claim();
     let (tx, mut rx) = mpsc::channel(1024);
     let span = info_span!("producer", topic = %created.topic, name = %created.name);
+    let topic: Arc<str> = created.topic.as_str().into();
     // Reconnects ask for the name the broker gave.
     recipe.name = Some(created.name.clone());
     recipe.topic_epoch = created.topic_epoch;
@@ -163,7 +166,7 @@ pub(crate) fn spawn(mut created: Created, mut recipe: Recipe, settings: Settings
         drop(rx);
     };
     tokio::spawn(task.instrument(span));
-    Lane { tx, ended }
+    Lane { tx, ended, topic }
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -205,7 +208,7 @@ impl Driver {
                 },
                 fresh = self.link.attempt(), if self.dead.is_none() && !up => self.on_attempt(fresh),
                 cmd = cmds.recv(), if accepting => match cmd {
-                    Some(Cmd::Send { msg, reply, permit }) => self.on_send(msg, reply, permit),
+                    Some(Cmd::Send { msg, reply, permit }) => self.on_send(*msg, reply, permit),
                     Some(Cmd::Flush(done)) => self.on_flush(done),
                     Some(Cmd::Close(done)) => self.start_close(Some(done)),
                     None => self.start_close(None),

@@ -177,7 +177,12 @@ impl Driver {
             };
             let num = i32::try_from(count).unwrap_or(i32::MAX);
             let frame = Frame {
-                command: commands::send(self.p.id, SequenceId(first), num),
+                command: commands::send_in(
+                    self.p.id,
+                    SequenceId(first),
+                    num,
+                    crate::ids::TxnId::of_metadata(&payload.metadata),
+                ),
                 payload: Some(payload.clone()),
             };
             match self.p.conn.send_payload(frame).await {

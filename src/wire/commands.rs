@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 
-use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId, WatcherId};
+use crate::ids::{ConsumerId, ProducerId, RequestId, SequenceId, TxnId, WatcherId};
 use crate::message_id::MessageId;
 use crate::proto::base_command::Type;
 use crate::proto::command_ack::{AckType, ValidationError};
@@ -150,6 +150,21 @@ pub fn send(producer: ProducerId, sequence: SequenceId, num_messages: i32) -> Ba
     }
 }
 
+/// SEND of messages produced in transaction `txn` (none: a plain [`send`]).
+pub fn send_in(
+    producer: ProducerId,
+    sequence: SequenceId,
+    num_messages: i32,
+    txn: Option<TxnId>,
+) -> BaseCommand {
+    let mut command = send(producer, sequence, num_messages);
+    if let (Some(send), Some(txn)) = (command.send.as_mut(), txn) {
+        send.txnid_most_bits = Some(txn.most_bits);
+        send.txnid_least_bits = Some(txn.least_bits);
+    }
+    command
+}
+
 /// CLOSE_PRODUCER.
 pub fn close_producer(producer: ProducerId, request: RequestId) -> BaseCommand {
     BaseCommand {
@@ -198,6 +213,24 @@ pub fn ack(
         })),
         ..base(Type::Ack)
     }
+}
+
+/// ACK of `ids` in transaction `txn`: pending until the transaction ends
+/// (applied on commit, undone on abort). The broker answers ACK_RESPONSE
+/// for `request`.
+pub fn ack_in(
+    consumer: ConsumerId,
+    ids: impl IntoIterator<Item = proto::MessageIdData>,
+    kind: AckType,
+    txn: TxnId,
+    request: RequestId,
+) -> BaseCommand {
+    let mut command = ack(consumer, ids, kind, Some(request));
+    if let Some(ack) = command.ack.as_mut() {
+        ack.txnid_most_bits = Some(txn.most_bits);
+        ack.txnid_least_bits = Some(txn.least_bits);
+    }
+    command
 }
 
 /// ACK with a validation error: tells the broker a message was dropped
@@ -344,6 +377,82 @@ pub fn get_last_message_id(consumer: ConsumerId, request: RequestId) -> BaseComm
             request_id: request.0,
         })),
         ..base(Type::GetLastMessageId)
+    }
+}
+
+/// TC_CLIENT_CONNECT_REQUEST: attach this connection to transaction coordinator `tc`.
+pub fn tc_client_connect(tc: u64, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        tc_client_connect_request: Some(Box::new(proto::CommandTcClientConnectRequest {
+            request_id: request.0,
+            tc_id: tc,
+        })),
+        ..base(Type::TcClientConnectRequest)
+    }
+}
+
+/// NEW_TXN on coordinator `tc`: a transaction the coordinator aborts by
+/// itself once `timeout` has passed (sent in milliseconds, as the Java
+/// client does, whatever the field's name says).
+pub fn new_txn(tc: u64, timeout: std::time::Duration, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        new_txn: Some(Box::new(proto::CommandNewTxn {
+            request_id: request.0,
+            txn_ttl_seconds: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            tc_id: Some(tc),
+        })),
+        ..base(Type::NewTxn)
+    }
+}
+
+/// ADD_PARTITION_TO_TXN: `txn` will produce to `partitions` (full topic names).
+pub fn add_partition_to_txn(
+    txn: TxnId,
+    partitions: Vec<String>,
+    request: RequestId,
+) -> BaseCommand {
+    BaseCommand {
+        add_partition_to_txn: Some(Box::new(proto::CommandAddPartitionToTxn {
+            request_id: request.0,
+            txnid_least_bits: Some(txn.least_bits),
+            txnid_most_bits: Some(txn.most_bits),
+            partitions,
+        })),
+        ..base(Type::AddPartitionToTxn)
+    }
+}
+
+/// ADD_SUBSCRIPTION_TO_TXN: `txn` will ack on `subscription` of `topic`.
+pub fn add_subscription_to_txn(
+    txn: TxnId,
+    topic: &str,
+    subscription: &str,
+    request: RequestId,
+) -> BaseCommand {
+    BaseCommand {
+        add_subscription_to_txn: Some(Box::new(proto::CommandAddSubscriptionToTxn {
+            request_id: request.0,
+            txnid_least_bits: Some(txn.least_bits),
+            txnid_most_bits: Some(txn.most_bits),
+            subscription: vec![proto::Subscription {
+                topic: topic.to_owned(),
+                subscription: subscription.to_owned(),
+            }],
+        })),
+        ..base(Type::AddSubscriptionToTxn)
+    }
+}
+
+/// END_TXN: commit or abort `txn`.
+pub fn end_txn(txn: TxnId, action: proto::TxnAction, request: RequestId) -> BaseCommand {
+    BaseCommand {
+        end_txn: Some(Box::new(proto::CommandEndTxn {
+            request_id: request.0,
+            txnid_least_bits: Some(txn.least_bits),
+            txnid_most_bits: Some(txn.most_bits),
+            txn_action: Some(action as i32),
+        })),
+        ..base(Type::EndTxn)
     }
 }
 

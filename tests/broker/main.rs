@@ -22,4 +22,5 @@ mod service_url;
 #[cfg(feature = "tls")]
 mod tls;
 mod topics_change;
+mod transactions;
 mod wire;

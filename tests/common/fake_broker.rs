@@ -145,7 +145,8 @@ impl FakeBroker {
     }
 }
 
-/// The request id a client request carries (LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE).
+/// The request id a client request carries (LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE,
+/// TC_CLIENT_CONNECT_REQUEST, NEW_TXN).
 pub fn request_id(frame: &Frame) -> u64 {
     let c = &frame.command;
     c.lookup_topic
@@ -154,6 +155,8 @@ pub fn request_id(frame: &Frame) -> u64 {
         .or(c.partition_metadata.as_ref().map(|b| b.request_id))
         .or(c.producer.as_ref().map(|b| b.request_id))
         .or(c.subscribe.as_ref().map(|b| b.request_id))
+        .or(c.tc_client_connect_request.as_ref().map(|b| b.request_id))
+        .or(c.new_txn.as_ref().map(|b| b.request_id))
         .unwrap_or_else(|| panic!("{:?} carries no request id", c.r#type()))
 }
 
@@ -232,6 +235,44 @@ pub mod answer {
             body.proxy_through_service_url = Some(true);
         }
         answer
+    }
+
+    /// TC_CLIENT_CONNECT_RESPONSE: the coordinator is attached, or `error`.
+    pub fn tc_connected(request: u64, error: Option<(ServerError, &str)>) -> BaseCommand {
+        BaseCommand {
+            tc_client_connect_response: Some(Box::new(proto::CommandTcClientConnectResponse {
+                request_id: request,
+                error: error.map(|(code, _)| code as i32),
+                message: error.map(|(_, message)| message.into()),
+            })),
+            ..base(Type::TcClientConnectResponse)
+        }
+    }
+
+    /// NEW_TXN_RESPONSE with the new transaction's id.
+    pub fn new_txn(request: u64, most_bits: u64, least_bits: u64) -> BaseCommand {
+        BaseCommand {
+            new_txn_response: Some(Box::new(proto::CommandNewTxnResponse {
+                request_id: request,
+                txnid_most_bits: Some(most_bits),
+                txnid_least_bits: Some(least_bits),
+                ..proto::CommandNewTxnResponse::default()
+            })),
+            ..base(Type::NewTxnResponse)
+        }
+    }
+
+    /// END_TXN_RESPONSE refusing the end with `code`.
+    pub fn end_txn_refused(request: u64, code: ServerError, message: &str) -> BaseCommand {
+        BaseCommand {
+            end_txn_response: Some(Box::new(proto::CommandEndTxnResponse {
+                request_id: request,
+                error: Some(code as i32),
+                message: Some(message.into()),
+                ..proto::CommandEndTxnResponse::default()
+            })),
+            ..base(Type::EndTxnResponse)
+        }
     }
 
     pub fn partitions(request: u64, partitions: u32) -> BaseCommand {

@@ -14,6 +14,7 @@ pub mod oauth2_issuer;
 pub mod secured;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod txn;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;

@@ -26,4 +26,5 @@ mod produce;
 mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;
+mod transactions;
 mod unreadable;

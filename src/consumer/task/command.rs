@@ -26,6 +26,17 @@ pub(crate) enum Command {
         /// `None`: nobody waits for the outcome.
         reply: Option<Reply<()>>,
     },
+    /// Ack `id` (of `topic`) in transaction `txn`, adding the subscription
+    /// to it first; `on_end` runs when the transaction ends.
+    AckInTxn {
+        topic: Arc<str>,
+        id: MessageId,
+        batch_size: Option<u32>,
+        cumulative: bool,
+        txn: crate::transaction::Transaction,
+        on_end: Option<crate::transaction::EndHook>,
+        reply: Reply<()>,
+    },
     /// Ask for `id` again.
     Nack {
         topic: Arc<str>,

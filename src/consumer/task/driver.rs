@@ -267,6 +267,24 @@ impl Driver {
                     self.run_actions(index).await;
                 }
             }
+            Command::AckInTxn {
+                topic,
+                id,
+                batch_size,
+                cumulative,
+                txn,
+                on_end,
+                reply,
+            } => {
+                let ack = txn_acks::TxnAck {
+                    id,
+                    batch_size,
+                    cumulative,
+                    txn,
+                    on_end,
+                };
+                self.ack_in_txn(&topic, ack, reply);
+            }
             Command::Nack {
                 topic,
                 id,

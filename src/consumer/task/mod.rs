@@ -19,6 +19,7 @@ mod forward;
 mod memory;
 mod observe;
 mod resubscribe;
+mod txn_acks;
 
 pub(crate) use attach::expand;
 pub(crate) use batch::AckOne;

@@ -1,0 +1,219 @@
+//! The transaction coordinator's link against scripted brokers: found
+//! through the assign topic, attached again after a lost connection with
+//! the shared backoff, and its refusals reported typed.
+
+use std::time::Duration;
+
+use pulsar_wire::Client;
+use pulsar_wire::proto::ServerError;
+use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::command_lookup_topic_response::LookupType;
+use pulsar_wire::transaction::TransactionError;
+
+use crate::common::fake_broker::{
+    FakeBroker, FakeListener, FakeNetwork, answer, request_id, topic_of,
+};
+use crate::common::{guard, init_tracing};
+
+const SERVICE: &str = "svc:6650";
+const ASSIGN: &str = "persistent://pulsar/system/transaction_coordinator_assign";
+
+/// A client with transactions on, over `pulsar://svc:6650`, with the
+/// broker's end of its first connection.
+async fn client(net: &FakeNetwork, svc: &mut FakeListener) -> (Client, FakeBroker) {
+    init_tracing();
+    let build = Client::builder()
+        .service_url(format!("pulsar://{SERVICE}"))
+        .connector(net.clone())
+        .operation_timeout(Duration::from_secs(10))
+        .enable_transaction(true)
+        .build();
+    let accept = async {
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        broker
+    };
+    let (client, broker) = tokio::join!(build, accept);
+    (client.expect("client"), broker)
+}
+
+/// Answers the lookup of coordinator 0's partition: served here.
+async fn answer_lookup(broker: &mut FakeBroker) {
+    let lookup = broker.expect(Type::Lookup).await;
+    assert_eq!(topic_of(&lookup), format!("{ASSIGN}-partition-0"));
+    let here = format!("pulsar://{SERVICE}");
+    broker
+        .send(answer::lookup(
+            request_id(&lookup),
+            LookupType::Connect,
+            &here,
+            true,
+        ))
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_coordinator_connection_is_attached_again_after_the_backoff_delay() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client(&net, &mut svc).await;
+    let begin = tokio::spawn({
+        let client = client.clone();
+        async move { client.transaction().begin().await }
+    });
+
+    let metadata = broker.expect(Type::PartitionedMetadata).await;
+    assert_eq!(topic_of(&metadata), ASSIGN);
+    broker
+        .send(answer::partitions(request_id(&metadata), 1))
+        .await;
+    answer_lookup(&mut broker).await;
+    let connect = broker.expect(Type::TcClientConnectRequest).await;
+    broker
+        .send(answer::tc_connected(request_id(&connect), None))
+        .await;
+    let new_txn = broker.expect(Type::NewTxn).await;
+    let asked = new_txn.command.new_txn.as_ref().expect("body");
+    assert_eq!(asked.tc_id, Some(0));
+    assert_eq!(
+        asked.txn_ttl_seconds,
+        Some(60_000),
+        "the timeout in milliseconds"
+    );
+    // The connection is lost before the answer.
+    drop(broker);
+    let lost = tokio::time::Instant::now();
+
+    let mut broker = guard("the coordinator attached again", svc.accept()).await;
+    assert!(
+        lost.elapsed() >= Duration::from_millis(100),
+        "attached again after the backoff's first delay, not at once: {:?}",
+        lost.elapsed()
+    );
+    broker.handshake().await;
+    answer_lookup(&mut broker).await;
+    let connect = broker.expect(Type::TcClientConnectRequest).await;
+    broker
+        .send(answer::tc_connected(request_id(&connect), None))
+        .await;
+    let new_txn = broker.expect(Type::NewTxn).await;
+    broker
+        .send(answer::new_txn(request_id(&new_txn), 0, 42))
+        .await;
+
+    let txn = guard("begin", begin).await.expect("task").expect("begin");
+    assert_eq!((txn.id().most_bits, txn.id().least_bits), (0, 42));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_that_stays_missing_is_tried_again_then_reported_typed() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client(&net, &mut svc).await;
+    let mut begin = tokio::spawn({
+        let client = client.clone();
+        async move { client.transaction().begin().await }
+    });
+
+    let metadata = broker.expect(Type::PartitionedMetadata).await;
+    broker
+        .send(answer::partitions(request_id(&metadata), 1))
+        .await;
+    let mut attempts = 0;
+    let refused = Some((ServerError::TransactionCoordinatorNotFound, "not loaded"));
+    let err = guard("begin gives up", async {
+        loop {
+            tokio::select! {
+                outcome = &mut begin => break outcome.expect("task").expect_err("never attached"),
+                frame = broker.recv() => {
+                    let frame = frame.expect("connection open");
+                    match frame.command.r#type() {
+                        Type::Lookup => {
+                            let here = format!("pulsar://{SERVICE}");
+                            broker.send(answer::lookup(request_id(&frame), LookupType::Connect, &here, true)).await;
+                        }
+                        Type::TcClientConnectRequest => {
+                            attempts += 1;
+                            broker.send(answer::tc_connected(request_id(&frame), refused)).await;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(attempts >= 2, "tried again: {attempts} attempts");
+    assert!(
+        matches!(
+            &err,
+            TransactionError::CoordinatorNotFound {
+                op: "TC_CLIENT_CONNECT",
+                tc: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_the_coordinator_answers_after_it_timed_the_transaction_out_is_timed_out() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client(&net, &mut svc).await;
+    let timeout = Duration::from_secs(5);
+    let begin = tokio::spawn({
+        let client = client.clone();
+        async move { client.transaction().timeout(timeout).begin().await }
+    });
+    let metadata = broker.expect(Type::PartitionedMetadata).await;
+    broker
+        .send(answer::partitions(request_id(&metadata), 1))
+        .await;
+    answer_lookup(&mut broker).await;
+    let connect = broker.expect(Type::TcClientConnectRequest).await;
+    broker
+        .send(answer::tc_connected(request_id(&connect), None))
+        .await;
+    let new_txn = broker.expect(Type::NewTxn).await;
+    broker
+        .send(answer::new_txn(request_id(&new_txn), 0, 7))
+        .await;
+    let txn = guard("begin", begin).await.expect("task").expect("begin");
+
+    // Commit just inside the timeout; the coordinator's answer comes after
+    // it: it aborted the transaction meanwhile and no longer knows it.
+    tokio::time::advance(timeout - Duration::from_millis(100)).await;
+    let commit = tokio::spawn({
+        let txn = txn.clone();
+        async move { txn.commit().await }
+    });
+    let end = broker.expect(Type::EndTxn).await;
+    let body = end.command.end_txn.as_ref().expect("body");
+    assert_eq!(
+        body.txn_action,
+        Some(pulsar_wire::proto::TxnAction::Commit as i32)
+    );
+    tokio::time::advance(Duration::from_millis(200)).await;
+    broker
+        .send(answer::end_txn_refused(
+            body.request_id,
+            ServerError::TransactionNotFound,
+            "transaction (0,7) not found",
+        ))
+        .await;
+
+    let err = guard("commit", commit)
+        .await
+        .expect("task")
+        .expect_err("timed out");
+    assert!(
+        matches!(err, TransactionError::TimedOut { timeout: t, .. } if t == timeout),
+        "{err:?}"
+    );
+    assert_eq!(
+        txn.state(),
+        pulsar_wire::transaction::TransactionState::TimedOut
+    );
+}
