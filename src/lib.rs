@@ -37,6 +37,12 @@
 //! - [`schema`]: typed producers and consumers (JSON, Avro, Protobuf,
 //!   primitives, key-value, AUTO_CONSUME) over the same handles, and the
 //!   broker's schema registry.
+//! - [`transaction`]: [`Transaction`], for sends and acks that commit or
+//!   abort together.
+//! - [`interceptor`] and [`stats`]: hooks on every send, delivery, ack and
+//!   nack, and each handle's figures.
+//! - `testing` (feature `testing`): an in-process broker on tokio's paused
+//!   clock, to unit-test code that produces and consumes.
 //! - [`Error`]: every layer's error converts into it; each layer also has
 //!   its own typed error ([`ClientError`], [`ConsumerError`],
 //!   [`producer::ProducerError`], [`ConnectionError`]).
@@ -62,6 +68,9 @@
 //!   (brings `tls`).
 //! - `json`, `avro`, `protobuf`: the schema formats of [`schema`] (none is
 //!   needed for bytes, strings, primitives and key-values of them).
+//! - `otel`: the [`stats`] as OpenTelemetry metrics under the Java
+//!   client's names.
+//! - `testing`: the test kit.
 //! - `cli`: the `pulsar-wire` command (brings `tls`, `oauth2`, `json`,
 //!   `avro` and `protobuf`).
 #![warn(missing_docs)]
