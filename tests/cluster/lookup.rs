@@ -15,10 +15,12 @@ use super::traffic::{body, client, number, shared};
 use crate::common::cluster::{Cluster, namespace_of};
 use crate::common::{admin, guard, unique_topic};
 
-/// One LOOKUP sent to `service_url` by hand: the broker's raw answer.
+/// One LOOKUP sent to `service_url` by hand (`authoritative` as a client
+/// following a redirect sets it): the broker's raw answer.
 async fn raw_lookup(
     service_url: &str,
     topic: &str,
+    authoritative: bool,
 ) -> pulsar_wire::proto::CommandLookupTopicResponse {
     let addr = service_url.trim_start_matches("pulsar://");
     let io = TcpStream::connect(addr).await.expect("connect");
@@ -26,7 +28,7 @@ async fn raw_lookup(
         .await
         .expect("CONNECT");
     let answer = conn
-        .request("LOOKUP", |id| commands::lookup(topic, id, false))
+        .request("LOOKUP", |id| commands::lookup(topic, id, authoritative))
         .await;
     conn.close().await;
     match answer {
@@ -66,15 +68,21 @@ async fn a_lookup_at_the_leader_is_redirected_authoritatively_to_the_assigned_ow
         .await;
 
         let asked = &cluster.broker(leader).service_url;
-        let answer = raw_lookup(asked, &topic).await;
+        let answer = raw_lookup(asked, &topic, false).await;
         assert_eq!(answer.response(), LookupType::Redirect, "{answer:?}");
         assert!(answer.authoritative(), "{answer:?}");
         assert_eq!(
             answer.broker_service_url.as_deref(),
             Some(cluster.broker(owner).service_url.as_str())
         );
+        // Followed by hand, the redirect makes the owner take the bundle.
+        // (Until then the leader's choice is only a hint it may drop, so a
+        // second lookup at the leader could be sent elsewhere.)
+        let owner_url = &cluster.broker(owner).service_url;
+        let answer = raw_lookup(owner_url, &topic, true).await;
+        assert_eq!(answer.response(), LookupType::Connect, "{answer:?}");
 
-        // The client follows it: its connection for the topic is to the owner.
+        // The client, asking the leader, is sent to the owner and follows.
         let client = client(asked).await;
         let conn = client
             .lookup(&topic.parse().expect("topic"))
