@@ -92,8 +92,10 @@ async fn a_message_failed_three_times_ends_in_the_dead_letter_topic() {
     run.await.expect("join").expect("run");
 }
 
-/// Runs a handler that takes 1.5 s for the first delivery under a 1 s
-/// ack timeout; returns the redelivery requests' times.
+/// Runs a handler that holds its first delivery for 1.5 s of the paused
+/// clock under a 1 s ack timeout: the test steps the clock while the
+/// handler waits, then lets it finish. Returns the redelivery requests'
+/// times.
 async fn slow_first_delivery(options: RunOptions) -> Vec<Duration> {
     let broker = TestBroker::start();
     let client = broker.client().await.expect("client");
@@ -105,13 +107,27 @@ async fn slow_first_delivery(options: RunOptions) -> Vec<Duration> {
         .await
         .expect("subscribe");
     let id = publish(&client, TOPIC, [ProducerMessage::new("slow")]).await[0];
-    let handler = |msg: Message| async move {
-        if msg.redelivery_count() == 0 {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (finish, finished) = tokio::sync::watch::channel(false);
+    let handler = move |msg: Message| {
+        let mut finished = finished.clone();
+        async move {
+            if msg.redelivery_count() == 0 {
+                let _ = finished.wait_for(|done| *done).await;
+            }
+            Ok::<_, std::convert::Infallible>(Outcome::Ack)
         }
-        Ok::<_, std::convert::Infallible>(Outcome::Ack)
     };
     let run = spawn_run(&consumer, handler, options);
+    guard(
+        "the first delivery",
+        broker.wait_until(|b| !b.deliveries(TOPIC, "s").is_empty()),
+    )
+    .await;
+    // The handler's 1.5 s of work, in steps the consumer's timers see.
+    for _ in 0..15 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+    }
+    finish.send(true).expect("the handler waits");
     guard(
         "the ack",
         broker.wait_until(|b| b.acked(TOPIC, "s") == [id.entry()]),
