@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use pulsar_wire::Message;
 use pulsar_wire::consumer::{Consumer, ConsumerBuilder, SubscriptionType};
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_get_topics_of_namespace::Mode;
@@ -114,11 +115,7 @@ async fn a_consumer_joins_partitions_added_later_and_ignores_a_shrink_or_an_erro
         assert_eq!(consumer.topics().len(), 3, "{:?}", consumer.topics());
         assert!(consumer.topics().contains(&new));
         // Messages of the new partition reach the application.
-        broker
-            .send_frame(message(id, 0, "new", Checksum::Absent))
-            .await;
-        let msg = consumer.receive().await.expect("message");
-        assert_eq!(msg.topic(), new);
+        let msg = delivered(&mut broker, &mut consumer, id, "new", &new).await;
         assert_eq!(msg.payload().as_ref(), b"new");
     })
     .await;
@@ -274,6 +271,23 @@ fn full(local: &str) -> String {
     format!("persistent://public/default/{local}")
 }
 
+/// The broker sends one message to consumer `id`; the application gets it,
+/// from `topic`.
+async fn delivered(
+    broker: &mut FakeBroker,
+    consumer: &mut Consumer,
+    id: u64,
+    payload: &'static str,
+    topic: &str,
+) -> Message {
+    broker
+        .send_frame(message(id, 0, payload, Checksum::Absent))
+        .await;
+    let msg = consumer.receive().await.expect("message");
+    assert_eq!(msg.topic(), topic);
+    msg
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_pattern_consumer_polls_joins_new_topics_and_leaves_deleted_ones() {
     let net = FakeNetwork::new();
@@ -326,11 +340,7 @@ async fn a_pattern_consumer_polls_joins_new_topics_and_leaves_deleted_ones() {
         assert_eq!(consumer.topics(), [b0.clone(), b1.clone()]);
 
         let (b1_id, _) = added[&b1];
-        broker
-            .send_frame(message(b1_id, 0, "from b", Checksum::Absent))
-            .await;
-        let msg = consumer.receive().await.expect("message");
-        assert_eq!(msg.topic(), b1);
+        delivered(&mut broker, &mut consumer, b1_id, "from b", &b1).await;
     })
     .await;
 }
@@ -463,11 +473,7 @@ async fn a_pattern_consumer_follows_the_brokers_topic_list_watcher() {
         broker.send(topics_answer(request, &[], "h3", false)).await;
         assert_eq!(consumer.topics(), std::slice::from_ref(&c));
 
-        broker
-            .send_frame(message(c_id, 0, "from c", Checksum::Absent))
-            .await;
-        let msg = consumer.receive().await.expect("message");
-        assert_eq!(msg.topic(), c);
+        delivered(&mut broker, &mut consumer, c_id, "from c", &c).await;
 
         // Closing the consumer closes the watcher too.
         let close = consumer.close();
@@ -545,16 +551,14 @@ async fn a_lost_watcher_is_set_again_at_once_and_catches_up_with_its_hash() {
             }
         }
         assert_eq!(subscribed.keys().collect::<Vec<_>>(), [&a, &c]);
-        broker
-            .send_frame(message(
-                subscribed[&c],
-                0,
-                "made meanwhile",
-                Checksum::Absent,
-            ))
-            .await;
-        let msg = consumer.receive().await.expect("message");
-        assert_eq!(msg.topic(), c);
+        delivered(
+            &mut broker,
+            &mut consumer,
+            subscribed[&c],
+            "made meanwhile",
+            &c,
+        )
+        .await;
     })
     .await;
 }
@@ -579,11 +583,7 @@ async fn a_listing_overtaken_by_a_watcher_update_is_stale_and_ignored() {
         let (c_id, _) = added[&c];
         let request = expect_listing(&mut broker, Some("h2")).await;
         broker.send(topics_answer(request, &[], "h2", false)).await;
-        broker
-            .send_frame(message(c_id, 0, "c", Checksum::Absent))
-            .await;
-        let msg = consumer.receive().await.expect("message");
-        assert_eq!(msg.topic(), c);
+        delivered(&mut broker, &mut consumer, c_id, "c", &c).await;
         let read: std::collections::BTreeSet<String> = consumer.topics().into_iter().collect();
         assert_eq!(read, [a, c].into_iter().collect());
     })
