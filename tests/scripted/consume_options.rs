@@ -11,6 +11,7 @@ use pulsar_wire::wire::batch;
 
 use super::reconnect::answer_lookup_here;
 use super::*;
+use crate::common::fake_broker::FakeListener;
 
 /// Subscribes in a task of its own, with a client whose memory limit is
 /// `memory_limit` (the default if `None`) and the builder set up by `setup`.
@@ -31,6 +32,27 @@ fn subscribing(
         let client = client.build().await.expect("client");
         setup(client.consumer(TOPIC, "sub")).subscribe().await
     })
+}
+
+/// A Shared consumer of the non-partitioned `TOPIC` with receiver queue
+/// `queue` (and the client's `memory_limit`), attached: the broker's side,
+/// its consumer id, and the consumer.
+async fn shared_consumer(
+    net: &FakeNetwork,
+    svc: &mut FakeListener,
+    memory_limit: Option<usize>,
+    queue: u32,
+) -> (FakeBroker, u64, Consumer) {
+    let subscribing = subscribing(net, memory_limit, move |b| {
+        b.subscription_type(SubscriptionType::Shared)
+            .receiver_queue_size(queue)
+    });
+    let mut broker = svc.accept().await;
+    broker.handshake().await;
+    metadata(&mut broker, 0).await;
+    let (id, _) = attach_any(&mut broker).await;
+    let consumer = subscribing.await.expect("task").expect("subscribe");
+    (broker, id, consumer)
 }
 
 /// Answers PARTITIONED_METADATA with `partitions`.
@@ -108,15 +130,7 @@ async fn a_zero_queue_grants_one_permit_per_receive_and_refuses_a_batch() {
     let net = FakeNetwork::new();
     let mut svc = net.listen(SERVICE);
     guard("zero queue", async {
-        let subscribing = subscribing(&net, None, |b| {
-            b.subscription_type(SubscriptionType::Shared)
-                .receiver_queue_size(0)
-        });
-        let mut broker = svc.accept().await;
-        broker.handshake().await;
-        metadata(&mut broker, 0).await;
-        let (id, _) = attach_any(&mut broker).await;
-        let mut consumer = subscribing.await.expect("task").expect("subscribe");
+        let (mut broker, id, mut consumer) = shared_consumer(&net, &mut svc, None, 0).await;
 
         // Nothing granted ahead: the first FLOW is the first receive's.
         let receiving = tokio::spawn(async move {
@@ -167,15 +181,7 @@ async fn run_on_a_zero_queue_asks_for_the_next_message_once_the_handler_is_done(
     let net = FakeNetwork::new();
     let mut svc = net.listen(SERVICE);
     guard("zero queue run", async {
-        let subscribing = subscribing(&net, None, |b| {
-            b.subscription_type(SubscriptionType::Shared)
-                .receiver_queue_size(0)
-        });
-        let mut broker = svc.accept().await;
-        broker.handshake().await;
-        metadata(&mut broker, 0).await;
-        let (id, _) = attach_any(&mut broker).await;
-        let consumer = subscribing.await.expect("task").expect("subscribe");
+        let (mut broker, id, consumer) = shared_consumer(&net, &mut svc, None, 0).await;
         let probe = consumer.clone();
         // The handler hands each message to the test and finishes when told.
         let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
@@ -216,16 +222,9 @@ async fn flows_wait_while_big_messages_fill_the_memory_limit() {
     let net = FakeNetwork::new();
     let mut svc = net.listen(SERVICE);
     guard("memory limit", async {
-        let subscribing = subscribing(&net, Some(100_000), |b| {
-            b.subscription_type(SubscriptionType::Shared)
-                .receiver_queue_size(4)
-        });
-        let mut broker = svc.accept().await;
-        broker.handshake().await;
-        metadata(&mut broker, 0).await;
-        let (id, _) = attach_any(&mut broker).await;
+        let (mut broker, id, mut consumer) =
+            shared_consumer(&net, &mut svc, Some(100_000), 4).await;
         assert_eq!(expect_flow(&mut broker).await, (id, 4));
-        let mut consumer = subscribing.await.expect("task").expect("subscribe");
         // 240 kB queued against a limit of 100 kB.
         for entry in 1..=4 {
             broker.send_frame(sized_message(id, entry, 60_000)).await;
