@@ -331,7 +331,7 @@ impl ProducerBuilder {
             topic.as_str().to_owned(),
             name,
             lanes,
-            router,
+            (router, follow.is_some()),
             (memory.clone(), limit, self.when_full),
             (stats, interceptors),
         );

@@ -42,7 +42,7 @@ fn producer(panics: bool) -> Producer {
             ended,
             topic: "t".into(),
         }],
-        router,
+        (router, false),
         memory,
         (
             Arc::new(crate::stats::ProducerRecorder::new(

@@ -89,6 +89,10 @@ struct Inner {
     /// The producer's name (of partition 0 on a partitioned topic).
     name: String,
     lanes: Mutex<partitions::Lanes>,
+    /// The one lane of a producer whose partitions never change (a
+    /// non-partitioned topic, or partitions not followed with one lane):
+    /// sends take it without the lock, the router or the clock.
+    fixed: Option<task::Lane>,
     /// The client's memory budget, its size, and what to do when it is used up.
     memory: (Arc<Semaphore>, usize, WhenFull),
     stats: Arc<ProducerRecorder>,
@@ -100,10 +104,14 @@ impl Producer {
         topic: String,
         name: String,
         lanes: Vec<task::Lane>,
-        router: Router,
+        (router, follows_partitions): (Router, bool),
         memory: (Arc<Semaphore>, usize, WhenFull),
         (stats, interceptors): (Arc<ProducerRecorder>, Chain<dyn ProducerInterceptor>),
     ) -> Self {
+        let fixed = match lanes.as_slice() {
+            [lane] if !follows_partitions => Some(lane.clone()),
+            _ => None,
+        };
         let lanes = partitions::Lanes {
             lanes,
             router,
@@ -114,6 +122,7 @@ impl Producer {
                 topic,
                 name,
                 lanes: Mutex::new(lanes),
+                fixed,
                 memory,
                 stats,
                 interceptors,
@@ -197,8 +206,10 @@ impl Producer {
         msg: impl Into<ProducerMessage>,
     ) -> Result<SendReceipt, ProducerError> {
         let msg = self.intercept(msg.into());
-        let lane = self.choose_lane(&msg);
-        self.queue(&lane, msg).await
+        match &self.inner.fixed {
+            Some(lane) => self.queue(lane, msg).await,
+            None => self.queue(&self.choose_lane(&msg), msg).await,
+        }
     }
 
     /// Queues `msg` in transaction `txn` and returns its receipt, as
@@ -254,7 +265,10 @@ impl Producer {
     }
 
     fn choose_lane(&self, msg: &ProducerMessage) -> task::Lane {
-        partitions::lock(&self.inner.lanes).choose(clock::now(), msg.get_key())
+        if let Some(lane) = &self.inner.fixed {
+            return lane.clone();
+        }
+        partitions::lock(&self.inner.lanes).choose(msg.get_key())
     }
 
     async fn queue(

@@ -28,12 +28,13 @@ pub(crate) struct Lanes {
 }
 
 impl Lanes {
-    /// The lane for a message with key `key`, sent at `now`.
-    pub(crate) fn choose(&mut self, now: std::time::Instant, key: Option<&str>) -> Lane {
+    /// The lane for a message with key `key`, sent now (the clock is read
+    /// only when there is a choice).
+    pub(crate) fn choose(&mut self, key: Option<&str>) -> Lane {
         let index = if self.lanes.len() == 1 {
             0
         } else {
-            self.router.choose(now, key) as usize
+            self.router.choose(crate::clock::now(), key) as usize
         };
         self.lanes[index].clone()
     }
