@@ -319,9 +319,6 @@ impl Consumer {
         };
         let result = ready!(Pin::new(pending).poll(cx));
         self.pending = None;
-        if let (Ok(Ok(msg)), Some(letters)) = (&result, &self.letters) {
-            letters.delivered(msg);
-        }
         Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
@@ -363,11 +360,7 @@ impl Consumer {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
-        let received = self.ask(task::Command::TryReceive).await;
-        if let (Ok(Some(msg)), Some(letters)) = (&received, &self.letters) {
-            letters.delivered(msg);
-        }
-        received
+        self.ask(task::Command::TryReceive).await
     }
 
     /// Acknowledges `msg` so the subscription will not deliver it again.
@@ -394,9 +387,6 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
-        if let Some(letters) = &self.letters {
-            letters.settled(id);
-        }
         if !self.ack_receipts && self.topics.borrow().knows(&topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the

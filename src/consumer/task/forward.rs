@@ -70,6 +70,11 @@ impl Forwards {
         true
     }
 
+    /// Where the copies go, and what they remember of each delivery.
+    pub(super) fn letters(&self) -> Option<&Letters> {
+        self.letters.as_deref()
+    }
+
     /// The permits held back, once the forwards in flight are below the bound.
     fn release(&mut self) -> WithheldFlows {
         if self.in_flight < MAX_FORWARDS_IN_FLIGHT {

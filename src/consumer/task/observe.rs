@@ -1,6 +1,7 @@
-//! What the driver tells the consumer's stats and interceptors: one call
-//! per event, each from one place in the driver. Without interceptors a
-//! call is a counter's increment and a check of an empty list.
+//! What the driver tells the consumer's stats, interceptors and
+//! dead-letter history: one call per event, each from one place in the
+//! driver. Without interceptors or a dead-letter policy a call is a
+//! counter's increment and a check of an empty list.
 
 use super::*;
 
@@ -8,6 +9,9 @@ impl Driver {
     /// `message` goes to the application now.
     pub(super) fn observe_delivery(&self, message: &Message) {
         self.settings.stats.received(message.payload().len());
+        if let Some(letters) = self.settings.forwards.letters() {
+            letters.delivered(message);
+        }
         for interceptor in self.settings.interceptors.iter() {
             interceptor.before_consume(message);
         }
@@ -16,6 +20,9 @@ impl Driver {
     /// The application acked `id` of `topic`; the core recorded it.
     pub(super) fn observe_ack(&self, topic: &str, id: MessageId, cumulative: bool) {
         self.settings.stats.acked();
+        if let Some(letters) = self.settings.forwards.letters() {
+            letters.settled(id);
+        }
         for interceptor in self.settings.interceptors.iter() {
             interceptor.on_acknowledge(topic, id, cumulative);
         }
