@@ -17,6 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use pulsar_wire::Client;
@@ -74,6 +75,10 @@ pub(crate) struct Args {
     /// Consumers: one ACK frame per this many milliseconds (0: each at once).
     #[arg(long, value_name = "MS", default_value_t = 100)]
     ack_group_ms: u64,
+
+    /// Consumers: fail when one waits this many seconds for a message.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    stall_timeout: u64,
 
     /// Print the summary as one JSON line on stdout.
     #[arg(long)]
@@ -172,7 +177,8 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
                     args.ack_group_ms,
                 )
                 .await?;
-                tasks.spawn(consume(consumer, args.share(i), first.clone()));
+                let stall = Duration::from_secs(args.stall_timeout);
+                tasks.spawn(consume(consumer, args.share(i), first.clone(), stall));
             }
             let connections = tcp_connections();
             let mut last = None;
@@ -249,15 +255,26 @@ async fn produce(
 }
 
 /// Receives and acks `n` messages; returns when it took the last one. The
-/// first message any consumer takes starts the measured interval.
+/// first message any consumer takes starts the measured interval. Waiting
+/// longer than `stall` for a message is an error that says how far it got.
 async fn consume(
     mut consumer: Consumer,
     n: u64,
     first: Arc<OnceLock<Start>>,
+    stall: Duration,
 ) -> Result<Instant, BoxError> {
     let mut last = Instant::now();
-    for _ in 0..n {
-        let msg = consumer.receive().await?;
+    for got in 0..n {
+        let Ok(msg) = tokio::time::timeout(stall, consumer.receive()).await else {
+            let stats = crate::perf_stats::consumer(&consumer.stats(), None);
+            return Err(format!(
+                "{}: {got} of {n} messages, then nothing for {stall:?}; consumer stats: {}",
+                consumer.topics().join(","),
+                crate::perf_stats::text(&stats)
+            )
+            .into());
+        };
+        let msg = msg?;
         last = Instant::now();
         if first.get().is_none() {
             let _ = first.set(Start {
