@@ -317,7 +317,12 @@ impl Consumer {
         let pending = match &mut self.pending {
             Some(pending) => pending,
             None => {
+                // A message taken here counts against the task's budget, as
+                // one from a tokio channel would: a loop over a full queue
+                // still lets the consumer's task and the connection run.
+                let coop = ready!(tokio::task::coop::poll_proceed(cx));
                 if let task::Taken::Message(result) = self.shelf.take() {
+                    coop.made_progress();
                     return Poll::Ready(result);
                 }
                 let (reply, answer) = oneshot::channel();
@@ -370,7 +375,16 @@ impl Consumer {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
-        match self.shelf.take() {
+        let taken = std::future::poll_fn(|cx| {
+            let coop = ready!(tokio::task::coop::poll_proceed(cx));
+            let taken = self.shelf.take();
+            if matches!(taken, task::Taken::Message(_)) {
+                coop.made_progress();
+            }
+            Poll::Ready(taken)
+        })
+        .await;
+        match taken {
             task::Taken::Message(result) => return result.map(Some),
             task::Taken::Empty => return Ok(None),
             task::Taken::AskTheTask => {}

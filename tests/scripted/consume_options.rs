@@ -4,6 +4,9 @@
 //! full of big messages; partitions share a total receiver queue; a batch
 //! receive starts ack timeouts when it returns and acks in one frame.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::BytesMut;
 use pulsar_wire::consumer::{BatchReceivePolicy, Outcome};
 use pulsar_wire::proto::SingleMessageMetadata;
@@ -418,6 +421,33 @@ async fn ack_all_with_batch_index_ack_sends_one_frame_with_each_entrys_ack_set()
             sent,
             [(1, vec![0b10]), (2, vec![])],
             "member 1 of entry 1 left unacked; entry 2 whole"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_receive_loop_over_a_full_queue_lets_other_tasks_run() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("receive loop yields", async {
+        let (mut broker, id, mut consumer) = shared_consumer(&net, &mut svc, None, 1000).await;
+        assert_eq!(expect_flow(&mut broker).await, (id, 1000));
+        // One entry of 500 members: queued at once, taken without waiting.
+        let members: Vec<&[u8]> = vec![b"m"; 500];
+        broker.send_frame(sized_batch(id, 1, &members)).await;
+        consumer.receive().await.expect("the first member");
+        // On this one-thread runtime the task below runs only if the loop
+        // gives the thread up.
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let _other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+        for _ in 1..500 {
+            consumer.receive().await.expect("a queued member");
+        }
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "499 receives from the queue never yielded"
         );
     })
     .await;
