@@ -701,7 +701,7 @@ static int run_latency(const opts_t *o) {
 
     cpu_t c0 = cpu_now();
     long long sent = 0, late = 0;
-    uint64_t behind_max = 0, first_measured = 0, last_measured = 0;
+    uint64_t behind_max = 0, last_measured = 0;
     for (long long seq = 0; seq < L.total; seq++) {
         if (atomic_load_explicit(&rc.first_error, memory_order_relaxed)) break;
         uint64_t slot = L.origin_ns + (uint64_t)seq * L.interval_ns;
@@ -715,7 +715,6 @@ static int run_latency(const opts_t *o) {
             uint64_t behind = started > slot ? started - slot : 0;
             if (behind > behind_max) behind_max = behind;
             if (behind > 1000000ull) late++;
-            if (!first_measured) first_measured = started;
             last_measured = started;
         }
         put_seq(payload, size, (uint64_t)seq);
@@ -765,7 +764,9 @@ static int run_latency(const opts_t *o) {
     long long n = L.nlat;
     qsort(L.lat, (size_t)n, sizeof(uint64_t), cmp_u64);
     long long measured_sent = sent > L.warm ? sent - L.warm : 0;
-    double secs = last_measured > first_measured ? (double)(last_measured - first_measured) * 1e-9 : 0.0;
+    /* from the first measured slot (its send may be late) to the last measured send */
+    uint64_t first_slot = L.origin_ns + (uint64_t)L.warm * L.interval_ns;
+    double secs = last_measured > first_slot ? (double)(last_measured - first_slot) * 1e-9 : 0.0;
     double achieved = secs > 0 ? (double)(measured_sent - 1) / secs : 0.0;
     double cpu = (c1.user - c0.user) + (c1.sys - c0.sys);
     printf("{\"client\":\"cpp\",\"op\":\"latency\",\"size\":%lld,\"batched\":%s,\"rate_target\":%lld,"

@@ -132,8 +132,7 @@ struct Paced {
     late: u64,
     /// The latest a measured send started after its slot.
     behind_max: Duration,
-    /// When the first and the last measured send started.
-    first_measured: Option<Instant>,
+    /// When the last measured send started.
     last_measured: Option<Instant>,
 }
 
@@ -239,7 +238,6 @@ fn pace(
             let behind = started.saturating_duration_since(slot);
             paced.behind_max = paced.behind_max.max(behind);
             paced.late += u64::from(behind > Duration::from_millis(1));
-            paced.first_measured.get_or_insert(started);
             paced.last_measured = Some(started);
         }
         let receipt = handle.block_on(producer.send(ProducerMessage::new(numbered(
@@ -362,10 +360,13 @@ fn summarize(
     received.latencies.sort_unstable();
     let lat = &received.latencies;
     let measured_sent = paced.sent.saturating_sub(schedule.warmup);
-    let seconds = match (paced.first_measured, paced.last_measured) {
-        (Some(a), Some(b)) if b > a => b.duration_since(a).as_secs_f64(),
-        _ => 0.0,
-    };
+    // From the first measured slot (not the first measured send, which
+    // may be late) to the last measured send.
+    let first_slot = schedule.slot(schedule.warmup);
+    let seconds = paced
+        .last_measured
+        .filter(|&last| last > first_slot)
+        .map_or(0.0, |last| last.duration_since(first_slot).as_secs_f64());
     // n messages span n - 1 intervals.
     let achieved = if seconds > 0.0 {
         measured_sent.saturating_sub(1) as f64 / seconds
