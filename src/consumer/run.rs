@@ -200,12 +200,16 @@ impl Consumer {
         let leased = options.lease.is_some();
         let settle = |settling: &mut JoinSet<()>, (msg, called)| {
             let outcome = self.outcome_of(&msg, called);
-            let consumer = self.clone();
-            let mut sent =
-                Box::pin(async move { consumer.send_outcome(msg, outcome, leased).await });
-            // Sent now if that needs no waiting, else in a task of its own.
-            if (&mut sent).now_or_never().is_none() {
-                settling.spawn(sent);
+            let waits = matches!(outcome, Outcome::RetryLater(_))
+                || (outcome == Outcome::Ack && self.ack_receipts);
+            if waits {
+                let consumer = self.clone();
+                settling.spawn(async move { consumer.send_outcome(msg, outcome, leased).await });
+            } else {
+                // Done at once: an ack recorded here, a nack or a lease
+                // end handed to the task. (An ack of a topic the consumer
+                // left is handed over too; its answer, Ok, is not awaited.)
+                let _ = self.send_outcome(msg, outcome, leased).now_or_never();
             }
         };
         let end = loop {
