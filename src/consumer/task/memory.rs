@@ -181,6 +181,20 @@ mod tests {
     }
 
     #[test]
+    fn bytes_go_back_in_steps_of_an_eighth_or_all_at_once() {
+        let budget = Arc::new(Semaphore::new(1000));
+        let mut share = shelf::HeldBytes::new(budget.clone());
+        share.sync(0, 800);
+        share.sync(0, 750);
+        assert_eq!(share.total(), 800, "50 is less than an eighth of 800");
+        share.sync(0, 700);
+        assert_eq!((share.total(), budget.available_permits()), (700, 300));
+        share.sync(0, 690);
+        share.sync(0, 0);
+        assert_eq!((share.total(), budget.available_permits()), (0, 1000));
+    }
+
+    #[test]
     fn flows_wait_while_the_budget_is_used_up_and_the_queue_holds_messages() {
         let budget = Arc::new(Semaphore::new(10));
         let mut share = MemoryShare::new(budget.clone());

@@ -331,15 +331,21 @@ impl HeldBytes {
     }
 
     /// Sub `index` now queues `bytes`: takes what it gained from the
-    /// budget (as far as it has room) or gives back what it lost.
+    /// budget (as far as it has room) or gives back what it lost. Bytes
+    /// go back in steps of an eighth of what the queue holds (or all of
+    /// them once it is empty): giving back takes the budget's lock, which
+    /// per message cost about 2% of a consume run's CPU.
     pub(super) fn sync(&mut self, index: usize, bytes: usize) {
         if self.held.len() <= index {
             self.held.resize(index + 1, 0);
         }
         let held = &mut self.held[index];
         if bytes < *held {
-            self.budget.add_permits(*held - bytes);
-            *held = bytes;
+            let freed = *held - bytes;
+            if bytes == 0 || freed >= *held / 8 {
+                self.budget.add_permits(freed);
+                *held = bytes;
+            }
         } else if bytes > *held {
             *held += self.budget.forget_permits(bytes - *held);
         }
