@@ -200,16 +200,9 @@ impl Consumer {
         let leased = options.lease.is_some();
         let settle = |settling: &mut JoinSet<()>, (msg, called)| {
             let outcome = self.outcome_of(&msg, called);
-            let waits = matches!(outcome, Outcome::RetryLater(_))
-                || (outcome == Outcome::Ack && self.ack_receipts);
-            if waits {
+            if !self.send_outcome_now(&msg, outcome, leased) {
                 let consumer = self.clone();
                 settling.spawn(async move { consumer.send_outcome(msg, outcome, leased).await });
-            } else {
-                // Done at once: an ack recorded here, a nack or a lease
-                // end handed to the task. (An ack of a topic the consumer
-                // left is handed over too; its answer, Ok, is not awaited.)
-                let _ = self.send_outcome(msg, outcome, leased).now_or_never();
             }
         };
         let end = loop {
@@ -279,15 +272,7 @@ impl Consumer {
         let id = msg.id();
         let sent = match outcome {
             Outcome::Ack => self.ack(&msg).await,
-            Outcome::Retry => self.nack(&msg),
-            // An ack, a nack or a retry's ack ends a lease; leaving the
-            // message must end it too.
-            Outcome::Leave if leased => self.send(super::task::Command::Lease {
-                topic: msg.0.topic.clone(),
-                id,
-                max_total: None,
-            }),
-            Outcome::Leave => Ok(()),
+            Outcome::Retry | Outcome::Leave => self.send_at_once(&msg, outcome, leased),
             Outcome::RetryLater(delay) => match self.reconsume_later(&msg, delay).await {
                 Ok(()) => Ok(()),
                 Err(e) => {
@@ -300,6 +285,44 @@ impl Consumer {
             // A closed consumer (the broker redelivers), or a refused ack
             // receipt.
             debug!(%id, error = %e, "outcome not sent");
+        }
+    }
+
+    /// Sends what `outcome` asks for `msg` if that waits for nothing (an
+    /// ack without receipts, a nack, a leave); false if it must wait.
+    fn send_outcome_now(&self, msg: &Message, outcome: Outcome, leased: bool) -> bool {
+        let sent = match outcome {
+            Outcome::Ack if !self.ack_receipts => match self.ack(msg).now_or_never() {
+                Some(sent) => sent,
+                // A topic the consumer left: handed to the task, which
+                // answers Ok; nothing to wait for.
+                None => Ok(()),
+            },
+            Outcome::Retry | Outcome::Leave => self.send_at_once(msg, outcome, leased),
+            Outcome::Ack | Outcome::RetryLater(_) => return false,
+        };
+        if let Err(e) = sent {
+            debug!(id = %msg.id(), error = %e, "outcome not sent");
+        }
+        true
+    }
+
+    /// A nack, or for a leave the end of its lease (an ack, a nack or a
+    /// retry's ack ends a lease; leaving the message must end it too).
+    fn send_at_once(
+        &self,
+        msg: &Message,
+        outcome: Outcome,
+        leased: bool,
+    ) -> Result<(), ConsumerError> {
+        match outcome {
+            Outcome::Leave if leased => self.send(super::task::Command::Lease {
+                topic: msg.0.topic.clone(),
+                id: msg.id(),
+                max_total: None,
+            }),
+            Outcome::Leave => Ok(()),
+            _ => self.nack(msg),
         }
     }
 }
