@@ -198,6 +198,9 @@ impl Consumer {
         let mut running = FuturesUnordered::new();
         let mut settling = JoinSet::new();
         let leased = options.lease.is_some();
+        // One call at a time: each call is awaited in turn, with no set of
+        // calls to poll alongside the next receive.
+        let one_at_a_time = options.concurrency == 1;
         let settle = |settling: &mut JoinSet<()>, (msg, called)| {
             let outcome = self.outcome_of(&msg, called);
             if !self.send_outcome_now(&msg, outcome, leased) {
@@ -210,12 +213,16 @@ impl Consumer {
             // A call that ends while the loop waits for the next message is
             // settled at once: its outcome must not wait for more messages
             // (`receive` is cancel-safe, so the wait resumes where it was).
-            let received = tokio::select! {
-                Some(done) = running.next(), if !running.is_empty() => {
-                    settle(&mut settling, done);
-                    continue;
+            let received = if one_at_a_time {
+                receiver.receive().await
+            } else {
+                tokio::select! {
+                    Some(done) = running.next(), if !running.is_empty() => {
+                        settle(&mut settling, done);
+                        continue;
+                    }
+                    received = receiver.receive(), if running.len() < options.concurrency => received,
                 }
-                received = receiver.receive(), if running.len() < options.concurrency => received,
             };
             let msg = match received {
                 Ok(msg) => msg,
@@ -231,7 +238,12 @@ impl Consumer {
                 });
             }
             let call = AssertUnwindSafe(handler(msg.clone())).catch_unwind();
-            running.push(async move { (msg, call.await) });
+            if one_at_a_time {
+                let called = call.await;
+                settle(&mut settling, (msg, called));
+            } else {
+                running.push(async move { (msg, call.await) });
+            }
         };
         while let Some(done) = running.next().await {
             settle(&mut settling, done);
