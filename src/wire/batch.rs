@@ -102,6 +102,7 @@ pub struct Members {
 }
 
 impl Members {
+    #[inline]
     fn read_one(&mut self) -> Result<Member, BatchError> {
         let index = self.next;
         let truncated = |needed, available| BatchError::Truncated {
@@ -114,14 +115,16 @@ impl Members {
         if meta_size > available {
             return Err(truncated(meta_size, available));
         }
-        self.rest.advance(4);
+        // Decoded from the bytes as they lie: no shared view taken and
+        // dropped per member (the few bytes of an ordering key are copied).
         let metadata =
-            SingleMessageMetadata::decode(self.rest.split_to(meta_size)).map_err(|e| {
+            SingleMessageMetadata::decode(&self.rest[4..4 + meta_size]).map_err(|e| {
                 BatchError::Metadata {
                     index,
                     reason: e.to_string(),
                 }
             })?;
+        self.rest.advance(4 + meta_size);
         let size = usize::try_from(metadata.payload_size).map_err(|_| BatchError::PayloadSize {
             index,
             size: metadata.payload_size,
@@ -141,6 +144,9 @@ impl Members {
 impl Iterator for Members {
     type Item = Result<Member, BatchError>;
 
+    // Inlined into the caller's loop, a member is built where the caller
+    // keeps it instead of being moved out of this function.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;

@@ -456,6 +456,15 @@ proptest! {
     }
 
     #[test]
+    fn the_head_and_the_payload_after_it_are_the_whole_frame(frame in any_frame()) {
+        let (mut head, mut whole) = (BytesMut::new(), BytesMut::new());
+        encode_head(&frame, &mut head).unwrap();
+        encode(&frame, &mut whole).unwrap();
+        let data = frame.payload.as_ref().map_or(&[][..], |p| &p.data[..]);
+        prop_assert_eq!([&head[..], data].concat(), &whole[..]);
+    }
+
+    #[test]
     fn any_split_of_a_frame_stream_decodes_the_same(
         frames in vec(any_frame(), 1..6),
         cuts in vec(any::<prop::sample::Index>(), 0..8),
