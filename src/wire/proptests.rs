@@ -517,6 +517,22 @@ proptest! {
     }
 
     #[test]
+    fn member_metadata_decodes_as_prost_does(
+        bytes in vec(
+            prop_oneof![
+                3 => prop::sample::select(vec![0x18u8, 0x20, 0x28, 0x30, 0x40, 0x48, 0x50, 0x80, 0xff, 0, 1]),
+                1 => any::<u8>(),
+            ],
+            0..48,
+        ),
+    ) {
+        prop_assert_eq!(
+            batch::member_metadata(&bytes).ok(),
+            <proto::SingleMessageMetadata as prost::Message>::decode(&bytes[..]).ok()
+        );
+    }
+
+    #[test]
     fn batch_split_never_panics(bytes in vec(any::<u8>(), 0..512), count in any::<i32>()) {
         for member in batch::members(Bytes::from(bytes), count) {
             if member.is_err() { break; }
