@@ -2,11 +2,15 @@
 //! 6.9.1's codec, and crc32c alone over the same bytes (the floor), in one
 //! run so the machine's noise hits all three alike.
 //!
+//! Every figure is the CPU time of the benchmarking thread ([`ThreadCpu`]),
+//! so the slices in which the thread waits for a shared core stay out.
+//!
 //! `scripts/bench-report` turns the results into the table of
 //! docs/performance.md. Run from the repository's root:
 //! `cargo bench --manifest-path bench/Cargo.toml --bench codec`.
 
 use bytes::{Bytes, BytesMut};
+use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{
     BatchSize, Bencher, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
 };
@@ -17,7 +21,7 @@ use pulsar_wire::proto::command_ack::AckType;
 use pulsar_wire::proto::{self, BaseCommand, MessageMetadata, SingleMessageMetadata};
 use pulsar_wire::wire::{self, Checksum, Frame, Payload, batch, checksum, commands};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::codec::{Decoder, Encoder};
 
 const MAX: usize = wire::DEFAULT_MAX_FRAME_SIZE;
@@ -82,7 +86,7 @@ fn theirs_decode(bytes: &Bytes) -> pulsar::message::Message {
         .expect("whole frame")
 }
 
-fn send_encode(c: &mut Criterion) {
+fn send_encode(c: &mut Criterion<ThreadCpu>) {
     let mut group = c.benchmark_group("send_encode");
     for (label, size) in [("100B", 100), ("1KiB", 1024), ("64KiB", 64 * 1024)] {
         let data = Bytes::from(vec![b'p'; size]);
@@ -145,7 +149,7 @@ fn send_encode(c: &mut Criterion) {
     group.finish();
 }
 
-fn message_decode(c: &mut Criterion) {
+fn message_decode(c: &mut Criterion<ThreadCpu>) {
     let mut group = c.benchmark_group("message_decode");
     let single = |size: usize| message_frame(metadata(1), Bytes::from(vec![b'm'; size]));
     let (batch_meta, batch_data) = batch_of(100, 100);
@@ -206,7 +210,7 @@ fn message_decode(c: &mut Criterion) {
 /// proportion to the size of the decoded value rather than the work of
 /// decoding it. Both codecs are timed through this one harness.
 fn time_decode<T>(
-    b: &mut Bencher<'_>,
+    b: &mut Bencher<'_, ThreadCpu>,
     bytes: &Bytes,
     chunk: usize,
     mut decode: impl FnMut(&mut BytesMut) -> T,
@@ -221,11 +225,11 @@ fn time_decode<T>(
             for _ in 0..n {
                 stream.extend_from_slice(bytes);
             }
-            let start = stopwatch();
+            let start = thread_cpu();
             for _ in 0..n {
                 outputs.push(decode(&mut stream));
             }
-            timed += start.elapsed();
+            timed += thread_cpu() - start;
             assert!(stream.is_empty());
             outputs.clear();
             left -= n as u64;
@@ -239,11 +243,77 @@ fn chunk_for(bytes: &Bytes) -> usize {
     (256 * 1024 / bytes.len()).clamp(1, 256)
 }
 
-/// The start of a timed section (criterion's own timer is not reachable
-/// from `iter_custom`).
-#[allow(clippy::disallowed_methods)] // a benchmark's stopwatch, not the client's clock
-fn stopwatch() -> Instant {
-    Instant::now()
+/// What every row measures: the time this thread spends on a CPU
+/// (`CLOCK_THREAD_CPUTIME_ID`), not wall time. On a VM whose two cores
+/// other processes share, wall time counts the slices in which this
+/// thread waits for a core; CPU time leaves them out (what other processes
+/// do to the caches still counts).
+struct ThreadCpu;
+
+/// This thread's CPU time so far.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0, "CLOCK_THREAD_CPUTIME_ID");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+impl Measurement for ThreadCpu {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu()
+    }
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu() - start
+    }
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &CpuNanos
+    }
+}
+
+/// Prints CPU nanoseconds as they are, and rates per CPU second.
+struct CpuNanos;
+
+impl ValueFormatter for CpuNanos {
+    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
+        "ns (CPU)"
+    }
+    fn scale_throughputs(
+        &self,
+        _typical: f64,
+        throughput: &Throughput,
+        values: &mut [f64],
+    ) -> &'static str {
+        let (per, unit) = match *throughput {
+            Throughput::Bytes(n) | Throughput::BytesDecimal(n) => (n as f64 / 1e6, "MB/s (CPU)"),
+            Throughput::Bits(n) => (n as f64 / 1e6, "Mbit/s (CPU)"),
+            Throughput::Elements(n) | Throughput::ElementsAndBytes { elements: n, .. } => {
+                (n as f64 / 1e6, "M elem/s (CPU)")
+            }
+        };
+        for v in values.iter_mut() {
+            *v = per * 1e9 / *v;
+        }
+        unit
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
 }
 
 /// Bytes covered by the checksum of an encoded payload frame.
@@ -255,7 +325,7 @@ fn covered_len(frame: &Bytes) -> usize {
     4 + prost::Message::encoded_len(&payload.metadata) + payload.data.len()
 }
 
-fn small_commands(c: &mut Criterion) {
+fn small_commands(c: &mut Criterion<ThreadCpu>) {
     let mut group = c.benchmark_group("small_commands");
     let cases = [
         (
@@ -309,8 +379,9 @@ fn small_commands(c: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
+fn config() -> Criterion<ThreadCpu> {
     Criterion::default()
+        .with_measurement(ThreadCpu)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(40)
