@@ -181,7 +181,11 @@ impl Iterator for Members {
 /// client does not know, a malformed varint) goes to prost, over the
 /// whole metadata.
 pub(super) fn member_metadata(bytes: &[u8]) -> Result<SingleMessageMetadata, prost::DecodeError> {
-    let mut meta = SingleMessageMetadata::default();
+    // Fields gathered in locals and the struct built once at the end: no
+    // partial writes into it that a later full-width copy would stall on.
+    let mut payload_size = 0;
+    let (mut event_time, mut sequence_id) = (None, None);
+    let mut flags: [Option<bool>; 4] = [None; 4];
     let mut rest = bytes;
     while let Some((&key, after_key)) = rest.split_first() {
         // One-byte keys of the varint fields (field number << 3, wire type 0).
@@ -193,16 +197,33 @@ pub(super) fn member_metadata(bytes: &[u8]) -> Result<SingleMessageMetadata, pro
             return SingleMessageMetadata::decode(bytes);
         };
         match key {
-            0x18 => meta.payload_size = value as i32,
-            0x20 => meta.compacted_out = Some(value != 0),
-            0x28 => meta.event_time = Some(value),
-            0x30 => meta.partition_key_b64_encoded = Some(value != 0),
-            0x40 => meta.sequence_id = Some(value),
-            0x48 => meta.null_value = Some(value != 0),
-            _ => meta.null_partition_key = Some(value != 0),
+            0x18 => payload_size = value as i32,
+            0x28 => event_time = Some(value),
+            0x40 => sequence_id = Some(value),
+            0x20 => flags[0] = Some(value != 0),
+            0x30 => flags[1] = Some(value != 0),
+            0x48 => flags[2] = Some(value != 0),
+            _ => flags[3] = Some(value != 0),
         }
     }
-    Ok(meta)
+    let [
+        compacted_out,
+        partition_key_b64_encoded,
+        null_value,
+        null_partition_key,
+    ] = flags;
+    Ok(SingleMessageMetadata {
+        properties: Vec::new(),
+        partition_key: None,
+        payload_size,
+        compacted_out,
+        event_time,
+        partition_key_b64_encoded,
+        ordering_key: None,
+        sequence_id,
+        null_value,
+        null_partition_key,
+    })
 }
 
 /// Appends one member to a batch payload being built.
