@@ -165,6 +165,11 @@ impl<T: ?Sized> Chain<T> {
         Self((!list.is_empty()).then(|| list.into()))
     }
 
+    /// Whether the chain holds no interceptor.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The interceptors, in order; empty without any.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.0.iter().flat_map(|list| list.iter().map(|i| &**i))

@@ -15,6 +15,20 @@
  *
  * Common options: --timeout SECS (operation / send / receive timeout, default 30),
  * --log-level debug|info|warn|error|off (client log to stderr, default warn).
+ *   peer latency --url URL --topic T --subscription S [--rate R] [--size BYTES]
+ *                [--duration SECS] [--warmup SECS] [--batch] [--batch-max-delay-ms D]
+ *                [--receiver-queue Q]
+ *
+ * latency: a producer sends R messages/s (default 10000) of BYTES bytes
+ * (default 1024) on a schedule fixed at the start (message n's slot is
+ * start + n / R; the main thread sleeps until the next slot, and a late send
+ * does not move later slots), while a consumer thread in the same process
+ * (Shared subscription, from the end of the topic) receives and acks each
+ * message. A message's latency is its receive instant minus its slot (the
+ * payload's first 8 bytes carry its sequence number), so it includes the time
+ * the sender fell behind. The first --warmup seconds (default 2) are sent and
+ * received but not counted; then --duration seconds (default 20) are.
+ *
  * consume only: --check-drained MS (after the measured loop, wait MS ms and fail
  * if any further message arrives; default 0 = no check), --verify (fail unless
  * the N payloads carry N distinct producer sequence numbers 0..N-1, i.e. no
@@ -39,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -162,7 +177,10 @@ static _Noreturn void usage(void) {
           "               [--max-pending P] [--sync] [--timeout SECS] [--log-level L]\n"
           "  peer consume --url URL --topic T --subscription S --count N\n"
           "               [--type shared|exclusive|failover|key_shared] [--receiver-queue Q]\n"
-          "               [--check-drained MS] [--verify] [--timeout SECS] [--log-level L]\n",
+          "               [--check-drained MS] [--verify] [--timeout SECS] [--log-level L]\n"
+          "  peer latency --url URL --topic T --subscription S [--rate R] [--size BYTES]\n"
+          "               [--duration SECS] [--warmup SECS] [--batch] [--batch-max-delay-ms D]\n"
+          "               [--receiver-queue Q] [--timeout SECS] [--log-level L]\n",
           stderr);
     exit(2);
 }
@@ -199,6 +217,14 @@ static long long parse_ll(const char *opt, const char *s, long long min) {
     return v;
 }
 
+static double parse_secs(const char *opt, const char *s) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || !(v >= 0.0) || v > 86400.0) die("invalid value for %s: '%s'", opt, s);
+    return v;
+}
+
 /* ---- logging: route the C++ client's log to stderr, filtered by level ---- */
 static int g_min_log_level = pulsar_WARN; /* 4 = off */
 
@@ -219,7 +245,8 @@ static void log_to_stderr(pulsar_logger_level_t level, const char *file, int lin
 typedef struct {
     const char *op, *url, *topic, *subscription;
     long long count, size, batch_max_messages, batch_max_delay_ms, max_pending, receiver_queue;
-    long long timeout_s, check_drained_ms;
+    long long timeout_s, check_drained_ms, rate;
+    double duration_s, warmup_s;
     bool batch, sync, verify;
     pulsar_consumer_type type;
 } opts_t;
@@ -234,10 +261,17 @@ static void parse_args(int argc, char **argv, opts_t *o) {
     o->receiver_queue = 1000;
     o->timeout_s = 30;
     o->type = pulsar_ConsumerShared;
+    o->rate = 10000;
+    o->duration_s = 20.0;
+    o->warmup_s = 2.0;
     if (argc < 2) usage();
     o->op = argv[1];
-    if (strcmp(o->op, "produce") && strcmp(o->op, "consume")) usage();
-    bool produce = !strcmp(o->op, "produce");
+    if (strcmp(o->op, "produce") && strcmp(o->op, "consume") && strcmp(o->op, "latency")) usage();
+    bool latency = !strcmp(o->op, "latency");
+    if (latency) o->size = 1024;
+    /* latency takes the producer's and the consumer's options */
+    bool produce = !strcmp(o->op, "produce") || latency;
+    bool consume = !strcmp(o->op, "consume") || latency;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), (char *)NULL))
@@ -258,12 +292,15 @@ static void parse_args(int argc, char **argv, opts_t *o) {
         else if (produce && !strcmp(a, "--batch-max-messages")) o->batch_max_messages = parse_ll(a, VAL(), 1);
         else if (produce && !strcmp(a, "--batch-max-delay-ms")) o->batch_max_delay_ms = parse_ll(a, VAL(), 0);
         else if (produce && !strcmp(a, "--max-pending")) o->max_pending = parse_ll(a, VAL(), 1);
-        else if (produce && !strcmp(a, "--sync")) o->sync = true;
-        else if (!produce && !strcmp(a, "--subscription")) o->subscription = VAL();
-        else if (!produce && !strcmp(a, "--receiver-queue")) o->receiver_queue = parse_ll(a, VAL(), 0);
-        else if (!produce && !strcmp(a, "--check-drained")) o->check_drained_ms = parse_ll(a, VAL(), 0);
-        else if (!produce && !strcmp(a, "--verify")) o->verify = true;
-        else if (!produce && !strcmp(a, "--type")) {
+        else if (!latency && produce && !strcmp(a, "--sync")) o->sync = true;
+        else if (consume && !strcmp(a, "--subscription")) o->subscription = VAL();
+        else if (consume && !strcmp(a, "--receiver-queue")) o->receiver_queue = parse_ll(a, VAL(), 0);
+        else if (!latency && consume && !strcmp(a, "--check-drained")) o->check_drained_ms = parse_ll(a, VAL(), 0);
+        else if (!latency && consume && !strcmp(a, "--verify")) o->verify = true;
+        else if (latency && !strcmp(a, "--rate")) o->rate = parse_ll(a, VAL(), 1);
+        else if (latency && !strcmp(a, "--duration")) o->duration_s = parse_secs(a, VAL());
+        else if (latency && !strcmp(a, "--warmup")) o->warmup_s = parse_secs(a, VAL());
+        else if (!latency && consume && !strcmp(a, "--type")) {
             const char *t = VAL();
             if (!strcmp(t, "shared")) o->type = pulsar_ConsumerShared;
             else if (!strcmp(t, "exclusive")) o->type = pulsar_ConsumerExclusive;
@@ -276,9 +313,13 @@ static void parse_args(int argc, char **argv, opts_t *o) {
     }
     if (!o->url) die("--url is required");
     if (!o->topic) die("--topic is required");
-    if (o->count < 1) die("--count is required");
+    if (!latency && o->count < 1) die("--count is required");
     if (produce && o->size < 0) die("--size is required");
-    if (!produce && !o->subscription) die("--subscription is required");
+    if (consume && !o->subscription) die("--subscription is required");
+    if (latency && o->size < 8) die("--size must be at least 8 (the sequence number)");
+    if (latency && (o->rate > 10000000 || (long long)(o->duration_s * (double)o->rate + 0.5) < 1))
+        die("--rate %lld for --duration %g measures no message (or the rate is over 10M/s)", o->rate,
+            o->duration_s);
     if (o->max_pending > INT32_MAX || o->receiver_queue > INT32_MAX || o->timeout_s > 1000000 ||
         o->batch_max_messages > UINT32_MAX || o->check_drained_ms > INT32_MAX)
         die("option value out of range");
@@ -351,9 +392,7 @@ static double pct_us(const uint64_t *sorted, long long n, double p) {
     return (double)sorted[rank - 1] / 1000.0;
 }
 
-static int run_produce(const opts_t *o) {
-    pulsar_client_t *client = make_client(o);
-
+static pulsar_producer_t *create_producer(pulsar_client_t *client, const opts_t *o) {
     pulsar_producer_configuration_t *pc = pulsar_producer_configuration_create();
     pulsar_producer_configuration_set_send_timeout(pc, (int)(o->timeout_s * 1000));
     pulsar_producer_configuration_set_max_pending_messages(pc, (int)o->max_pending);
@@ -369,6 +408,14 @@ static int run_produce(const opts_t *o) {
     pulsar_result r = pulsar_client_create_producer(client, o->topic, pc, &producer);
     pulsar_producer_configuration_free(pc);
     if (r != pulsar_result_Ok) die("create producer on %s via %s: %s", o->topic, o->url, pulsar_result_str(r));
+    return producer;
+}
+
+static int run_produce(const opts_t *o) {
+    pulsar_client_t *client = make_client(o);
+
+    pulsar_producer_t *producer = create_producer(client, o);
+    pulsar_result r;
 
     size_t size = (size_t)o->size;
     char *payload = malloc(size ? size : 1);
@@ -458,6 +505,19 @@ static int run_produce(const opts_t *o) {
 /* ---------------------------------------------------------------------------
  * consume
  * ------------------------------------------------------------------------- */
+static pulsar_consumer_t *subscribe(pulsar_client_t *client, const opts_t *o, pulsar_consumer_type type,
+                                    initial_position position) {
+    pulsar_consumer_configuration_t *cc = pulsar_consumer_configuration_create();
+    pulsar_consumer_configuration_set_consumer_type(cc, type);
+    pulsar_consumer_configuration_set_receiver_queue_size(cc, (int)o->receiver_queue);
+    pulsar_consumer_set_subscription_initial_position(cc, position);
+    pulsar_consumer_t *consumer = NULL;
+    pulsar_result r = pulsar_client_subscribe(client, o->topic, o->subscription, cc, &consumer);
+    pulsar_consumer_configuration_free(cc);
+    if (r != pulsar_result_Ok)
+        die("subscribe %s/%s via %s: %s", o->topic, o->subscription, o->url, pulsar_result_str(r));
+    return consumer;
+}
 typedef struct {
     atomic_llong done;
     atomic_int first_error;
@@ -475,15 +535,8 @@ static void on_ack(pulsar_result res, void *ctx) {
 static int run_consume(const opts_t *o) {
     pulsar_client_t *client = make_client(o);
 
-    pulsar_consumer_configuration_t *cc = pulsar_consumer_configuration_create();
-    pulsar_consumer_configuration_set_consumer_type(cc, o->type);
-    pulsar_consumer_configuration_set_receiver_queue_size(cc, (int)o->receiver_queue);
-    pulsar_consumer_set_subscription_initial_position(cc, initial_position_earliest);
-    pulsar_consumer_t *consumer = NULL;
-    pulsar_result r = pulsar_client_subscribe(client, o->topic, o->subscription, cc, &consumer);
-    pulsar_consumer_configuration_free(cc);
-    if (r != pulsar_result_Ok)
-        die("subscribe %s/%s via %s: %s", o->topic, o->subscription, o->url, pulsar_result_str(r));
+    pulsar_consumer_t *consumer = subscribe(client, o, o->type, initial_position_earliest);
+    pulsar_result r;
 
     acks_t ac;
     atomic_init(&ac.done, 0);
@@ -553,8 +606,197 @@ static int run_consume(const opts_t *o) {
     return 0;
 }
 
+/* ---------------------------------------------------------------------------
+ * latency
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    pulsar_consumer_t *consumer;
+    uint64_t origin_ns, interval_ns;
+    long long warm, total;
+    uint64_t *lat; /* measured latencies, ns */
+    long long nlat;
+    unsigned char *seen; /* one bit per sequence number */
+    long long distinct, dups, foreign;
+    atomic_llong sent_total; /* -1 until the sender is done */
+    atomic_int stop, finished;
+    int error; /* pulsar_result of a failed receive, 0 = none */
+    acks_t acks;
+} lat_t;
+
+static void *lat_receive(void *arg) {
+    lat_t *L = arg;
+    for (;;) {
+        long long target = atomic_load(&L->sent_total);
+        if ((target >= 0 && L->distinct >= target) || atomic_load(&L->stop)) break;
+        pulsar_message_t *m = NULL;
+        pulsar_result r = pulsar_consumer_receive_with_timeout(L->consumer, &m, 100);
+        if (r == pulsar_result_Timeout) continue;
+        if (r != pulsar_result_Ok) {
+            L->error = (int)r;
+            break;
+        }
+        uint64_t now = now_ns();
+        uint32_t len = pulsar_message_get_length(m);
+        const unsigned char *d = pulsar_message_get_data(m);
+        uint64_t seq = 0;
+        for (int k = 0; k < 8 && (uint32_t)k < len; k++) seq |= (uint64_t)d[k] << (8 * k);
+        if (len < 8 || seq >= (uint64_t)L->total) L->foreign++;
+        else if (L->seen[seq / 8] & (1u << (seq % 8))) L->dups++;
+        else {
+            L->seen[seq / 8] |= (unsigned char)(1u << (seq % 8));
+            L->distinct++;
+            if ((long long)seq >= L->warm) {
+                uint64_t slot = L->origin_ns + seq * L->interval_ns;
+                L->lat[L->nlat++] = now > slot ? now - slot : 0;
+            }
+        }
+        pulsar_consumer_acknowledge_async(L->consumer, m, on_ack, &L->acks);
+        pulsar_message_free(m);
+    }
+    atomic_store(&L->finished, 1);
+    return NULL;
+}
+
+static int run_latency(const opts_t *o) {
+    pulsar_client_t *client = make_client(o);
+
+    /* Shared: pulsar-lite dispatches some entries twice on Exclusive */
+    pulsar_consumer_t *consumer = subscribe(client, o, pulsar_ConsumerShared, initial_position_latest);
+    pulsar_producer_t *producer = create_producer(client, o);
+    pulsar_result r;
+
+    lat_t L;
+    memset(&L, 0, sizeof L);
+    L.consumer = consumer;
+    L.interval_ns = 1000000000ull / (uint64_t)o->rate;
+    L.warm = (long long)(o->warmup_s * (double)o->rate + 0.5);
+    L.total = L.warm + (long long)(o->duration_s * (double)o->rate + 0.5);
+    L.lat = malloc(sizeof(uint64_t) * (size_t)(L.total - L.warm));
+    L.seen = calloc((size_t)(L.total + 7) / 8, 1);
+    if (!L.lat || !L.seen) die("out of memory");
+    atomic_init(&L.sent_total, -1);
+    atomic_init(&L.stop, 0);
+    atomic_init(&L.finished, 0);
+    atomic_init(&L.acks.done, 0);
+    atomic_init(&L.acks.first_error, 0);
+
+    receipts_t rc;
+    atomic_init(&rc.done, 0);
+    atomic_init(&rc.first_error, 0);
+    rc.target = L.total;
+    pthread_mutex_init(&rc.mu, NULL);
+    pthread_cond_init(&rc.cv, NULL);
+
+    size_t size = (size_t)o->size;
+    char *payload = malloc(size);
+    if (!payload) die("out of memory");
+    memset(payload, 'x', size);
+
+    /* wake within a microsecond of each slot, not within the default 50 us slack */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+    /* the first slot leaves the threads a moment to start */
+    L.origin_ns = now_ns() + 20000000ull;
+    pthread_t receiver;
+    if (pthread_create(&receiver, NULL, lat_receive, &L)) die("pthread_create failed");
+
+    cpu_t c0 = cpu_now();
+    long long sent = 0, late = 0;
+    uint64_t behind_max = 0, last_measured = 0;
+    for (long long seq = 0; seq < L.total; seq++) {
+        if (atomic_load_explicit(&rc.first_error, memory_order_relaxed)) break;
+        uint64_t slot = L.origin_ns + (uint64_t)seq * L.interval_ns;
+        if (slot > now_ns()) {
+            struct timespec ts = {(time_t)(slot / 1000000000ull), (long)(slot % 1000000000ull)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+            }
+        }
+        uint64_t started = now_ns();
+        if (seq >= L.warm) {
+            uint64_t behind = started > slot ? started - slot : 0;
+            if (behind > behind_max) behind_max = behind;
+            if (behind > 1000000ull) late++;
+            last_measured = started;
+        }
+        put_seq(payload, size, (uint64_t)seq);
+        pulsar_message_t *m = pulsar_message_create();
+        pulsar_message_set_content(m, payload, size);
+        pulsar_producer_send_async(producer, m, on_send, &rc);
+        pulsar_message_free(m);
+        sent++;
+    }
+    rc.target = sent;
+    if (!atomic_load(&rc.first_error)) {
+        r = pulsar_producer_flush(producer);
+        if (r != pulsar_result_Ok) die("flush failed: %s", pulsar_result_str(r));
+    }
+    double dl = now_s() + (double)o->timeout_s;
+    while (atomic_load(&rc.done) < sent && !atomic_load(&rc.first_error) && now_s() < dl) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    int e = atomic_load(&rc.first_error);
+    if (e) die("async send failed: %s", pulsar_result_str((pulsar_result)e));
+    if (atomic_load(&rc.done) < sent) die("timeout: only %lld of %lld receipts", atomic_load(&rc.done), sent);
+
+    atomic_store(&L.sent_total, sent);
+    dl = now_s() + (double)o->timeout_s;
+    while (!atomic_load(&L.finished) && now_s() < dl) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&L.stop, 1);
+    pthread_join(receiver, NULL);
+    if (L.error) die("receive failed: %s", pulsar_result_str((pulsar_result)L.error));
+    if (L.distinct < sent)
+        die("only %lld of %lld messages arrived within %llds of the last send", L.distinct, sent, o->timeout_s);
+    if (L.dups || L.foreign)
+        die("%lld duplicate and %lld foreign messages among %lld received on %s", L.dups, L.foreign, L.distinct,
+            o->topic);
+    long long acked = L.distinct;
+    while (atomic_load(&L.acks.done) < acked && !atomic_load(&L.acks.first_error) && now_s() < dl) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    cpu_t c1 = cpu_now();
+    e = atomic_load(&L.acks.first_error);
+    if (e) die("acknowledge failed: %s", pulsar_result_str((pulsar_result)e));
+
+    long long n = L.nlat;
+    qsort(L.lat, (size_t)n, sizeof(uint64_t), cmp_u64);
+    long long measured_sent = sent > L.warm ? sent - L.warm : 0;
+    /* from the first measured slot (its send may be late) to the last measured send */
+    uint64_t first_slot = L.origin_ns + (uint64_t)L.warm * L.interval_ns;
+    double secs = last_measured > first_slot ? (double)(last_measured - first_slot) * 1e-9 : 0.0;
+    double achieved = secs > 0 ? (double)(measured_sent - 1) / secs : 0.0;
+    double cpu = (c1.user - c0.user) + (c1.sys - c0.sys);
+    printf("{\"client\":\"cpp\",\"op\":\"latency\",\"size\":%lld,\"batched\":%s,\"rate_target\":%lld,"
+           "\"warmup_s\":%g,\"sent\":%lld,\"received\":%lld,\"count\":%lld,\"seconds\":%.6f,"
+           "\"msgs_per_sec\":%.1f,\"latency\":\"scheduled_send_to_receive\",\"lat_p50_us\":%.3f,"
+           "\"lat_p99_us\":%.3f,\"lat_p999_us\":%.3f,\"lat_max_us\":%.3f,\"late_sends\":%lld,"
+           "\"behind_max_us\":%.3f,\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"cpu_us_per_msg\":%.3f}\n",
+           o->size, o->batch ? "true" : "false", o->rate, o->warmup_s, sent, L.distinct, n, secs, achieved,
+           n ? pct_us(L.lat, n, 50.0) : 0.0, n ? pct_us(L.lat, n, 99.0) : 0.0, n ? pct_us(L.lat, n, 99.9) : 0.0,
+           n ? (double)L.lat[n - 1] / 1000.0 : 0.0, late, (double)behind_max / 1000.0, c1.user - c0.user,
+           c1.sys - c0.sys, sent ? cpu / (double)sent * 1e6 : 0.0);
+    fflush(stdout);
+
+    r = pulsar_producer_close(producer);
+    if (r != pulsar_result_Ok) die("producer close: %s", pulsar_result_str(r));
+    pulsar_producer_free(producer);
+    r = pulsar_consumer_close(consumer);
+    if (r != pulsar_result_Ok) die("consumer close: %s", pulsar_result_str(r));
+    pulsar_consumer_free(consumer);
+    pulsar_client_close(client);
+    pulsar_client_free(client);
+    free(payload);
+    free(L.lat);
+    free(L.seen);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts_t o;
     parse_args(argc, argv, &o);
+    if (!strcmp(o.op, "latency")) return run_latency(&o);
     return !strcmp(o.op, "produce") ? run_produce(&o) : run_consume(&o);
 }

@@ -343,7 +343,7 @@ impl Router {
             redelivery_count: b.redelivery_count.unwrap_or(0),
             ack_set: b.ack_set,
             consumer_epoch: b.consumer_epoch,
-            payload,
+            payload: Box::new(payload),
         };
         self.deliver_to_consumer(id, "MESSAGE", event, false);
         Reaction::None

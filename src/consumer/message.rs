@@ -14,11 +14,13 @@ use crate::message_id::MessageId;
 /// Cloning is cheap: the payload is a [`Bytes`] view into the received
 /// frame (or the decompressed batch), never a copy.
 ///
-/// The fields live in one box, so a `Message` is a pointer wide: it moves
-/// through the receiver queue and the hand-over to `receive()` without
-/// copying its ~250 bytes at every step.
+/// The fields live in one shared allocation, so a `Message` is a pointer
+/// wide: it moves through the receiver queue and the hand-over to
+/// `receive()` without copying its ~250 bytes at every step, and a clone
+/// (`Consumer::run` keeps one while the handler has the message) shares
+/// them.
 #[derive(Clone, PartialEq)]
-pub struct Message(pub(crate) Box<MessageFields>);
+pub struct Message(pub(crate) std::sync::Arc<MessageFields>);
 
 impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,9 +83,13 @@ impl Message {
         &self.0.payload
     }
 
-    /// Takes the payload out of the message (no copy).
+    /// Takes the payload out of the message (no copy: a `Bytes` shares
+    /// the frame's bytes).
     pub fn into_payload(self) -> Bytes {
-        self.0.payload
+        match std::sync::Arc::try_unwrap(self.0) {
+            Ok(fields) => fields.payload,
+            Err(shared) => shared.payload.clone(),
+        }
     }
 
     /// The partition key, if the producer set one.
@@ -186,7 +192,7 @@ mod tests {
     #[test]
     fn accessors_return_what_was_stored_without_copying_the_payload() {
         let payload = Bytes::from_static(b"hello");
-        let m = Message(Box::new(MessageFields {
+        let m = Message(std::sync::Arc::new(MessageFields {
             id: MessageId::new(3, 4).with_batch_index(1),
             topic: "persistent://public/default/t".into(),
             payload: payload.clone(),

@@ -107,6 +107,9 @@ use crate::wire::commands::SeekTarget;
 #[derive(Debug)]
 pub struct Consumer {
     commands: mpsc::UnboundedSender<task::Command>,
+    /// The queues and cores, shared with the task: receives and acks
+    /// taken there directly when they can be (see `task/shelf.rs`).
+    shelf: Arc<task::Shelf>,
     pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
     subscription_type: SubscriptionType,
     /// The topics (partitions) read now; the task updates them.
@@ -127,6 +130,7 @@ impl Clone for Consumer {
     fn clone(&self) -> Self {
         Self {
             commands: self.commands.clone(),
+            shelf: self.shelf.clone(),
             pending: None,
             subscription_type: self.subscription_type,
             topics: self.topics.clone(),
@@ -234,12 +238,14 @@ impl ConsumerBuilder {
         let driver =
             task::Driver::subscribe(settings, partitions, listing, activity_tx, names_tx).await?;
         let (commands, mailbox) = mpsc::unbounded_channel();
+        let shelf = driver.shelf();
         let span = tracing::debug_span!("consumer", subscription = %self.options.subscription);
         let ended = Arc::new(AtomicBool::new(false));
         let task = driver.run(mailbox, ended.clone());
         tokio::spawn(tracing::Instrument::instrument(task, span));
         Ok(Consumer {
             commands,
+            shelf,
             pending: None,
             subscription_type: self.options.subscription_type,
             topics: names,
@@ -293,6 +299,7 @@ impl Consumer {
     }
 
     fn send(&self, command: task::Command) -> Result<(), ConsumerError> {
+        self.shelf.command_sent();
         self.commands.send(command).map_err(|_| self.gone())
     }
 
@@ -310,6 +317,14 @@ impl Consumer {
         let pending = match &mut self.pending {
             Some(pending) => pending,
             None => {
+                // A message taken here counts against the task's budget, as
+                // one from a tokio channel would: a loop over a full queue
+                // still lets the consumer's task and the connection run.
+                let coop = ready!(tokio::task::coop::poll_proceed(cx));
+                if let task::Taken::Message(result) = self.shelf.take() {
+                    coop.made_progress();
+                    return Poll::Ready(result);
+                }
                 let (reply, answer) = oneshot::channel();
                 if let Err(e) = self.send(task::Command::Receive(reply)) {
                     return Poll::Ready(Err(e));
@@ -360,6 +375,20 @@ impl Consumer {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(self.gone()),
             }
         }
+        let taken = std::future::poll_fn(|cx| {
+            let coop = ready!(tokio::task::coop::poll_proceed(cx));
+            let taken = self.shelf.take();
+            if matches!(taken, task::Taken::Message(_)) {
+                coop.made_progress();
+            }
+            Poll::Ready(taken)
+        })
+        .await;
+        match taken {
+            task::Taken::Message(result) => return result.map(Some),
+            task::Taken::Empty => return Ok(None),
+            task::Taken::AskTheTask => {}
+        }
         self.ask(task::Command::TryReceive).await
     }
 
@@ -387,6 +416,10 @@ impl Consumer {
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        if !self.ack_receipts && self.shelf.ack(&topic, id, batch_size) {
+            // Recorded in the core now; the task sends the ACK.
+            return Ok(());
+        }
         if !self.ack_receipts && self.topics.borrow().knows(&topic) {
             // Nothing to wait for: without receipts the task answers Ok once
             // it ran the ack, and it runs commands in order. Skipping the
@@ -616,7 +649,7 @@ impl Consumer {
         msg: &Message,
         cumulative: bool,
     ) -> Option<crate::transaction::EndHook> {
-        let commands = self.commands.clone();
+        let (commands, shelf) = (self.commands.clone(), self.shelf.clone());
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
         let redelivery_count = msg.0.redelivery_count;
         Some(crate::transaction::EndHook(Box::new(move |committed| {
@@ -635,6 +668,7 @@ impl Consumer {
                 },
             };
             // A closed consumer has nothing to settle.
+            shelf.command_sent();
             let _ = commands.send(command);
         })))
     }

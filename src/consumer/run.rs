@@ -4,9 +4,16 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use tokio::task::{JoinError, JoinSet};
+use futures::FutureExt;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::task::JoinSet;
+
+/// A handler call's result, or the panic it ended in.
+type Called<E> = Result<Result<Outcome, E>, Box<dyn std::any::Any + Send>>;
 use tracing::{debug, warn};
 
 use super::Consumer;
@@ -130,11 +137,16 @@ impl Consumer {
 
     /// Receives messages and calls `handler` for each; its [`Outcome`]
     /// decides what is sent (see the table on [`Outcome`]). A handler
-    /// error or panic nacks the message and the loop goes on: each call
-    /// runs as a task of its own, so a panic is caught there.
+    /// error or panic nacks the message and the loop goes on (a panic in
+    /// the future the handler returns is caught).
     ///
     /// At most `options.concurrency` calls run at once; the consumer does
-    /// not take the next message before a call has finished. Returns
+    /// not take the next message before a call has finished. The calls run
+    /// concurrently within the task that awaits `run`, as
+    /// [`for_each_concurrent`](futures::StreamExt::for_each_concurrent)
+    /// runs its futures, and no task is spawned per message: a handler that
+    /// does CPU-heavy work should hand it to `tokio::task::spawn_blocking`
+    /// or a task of its own. Returns
     /// `Ok(())` once the consumer is closed (after the calls in flight have
     /// finished), or the consumer's error if it failed for good.
     ///
@@ -181,26 +193,25 @@ impl Consumer {
         let mut receiver = self.clone();
         // Handler calls count against the concurrency; sending their outcome
         // does not: with ack receipts, a batch member's ack waits for its
-        // siblings, which the next calls handle.
-        let mut running = JoinSet::new();
+        // siblings, which the next calls handle. An outcome that waits for
+        // nothing (an ack without receipts, a nack) is sent at once.
+        let mut running = FuturesUnordered::new();
         let mut settling = JoinSet::new();
         let leased = options.lease.is_some();
-        let settle = |settling: &mut JoinSet<()>, done| {
-            if let Ok((msg, called)) = done {
+        let settle = |settling: &mut JoinSet<()>, (msg, called)| {
+            let outcome = self.outcome_of(&msg, called);
+            if !self.send_outcome_now(&msg, outcome, leased) {
                 let consumer = self.clone();
-                settling.spawn(async move { consumer.settle(msg, called, leased).await });
+                settling.spawn(async move { consumer.send_outcome(msg, outcome, leased).await });
             }
         };
         let end = loop {
             while settling.try_join_next().is_some() {}
-            while let Some(done) = running.try_join_next() {
-                settle(&mut settling, done);
-            }
             // A call that ends while the loop waits for the next message is
             // settled at once: its outcome must not wait for more messages
             // (`receive` is cancel-safe, so the wait resumes where it was).
             let received = tokio::select! {
-                Some(done) = running.join_next(), if !running.is_empty() => {
+                Some(done) = running.next(), if !running.is_empty() => {
                     settle(&mut settling, done);
                     continue;
                 }
@@ -219,52 +230,49 @@ impl Consumer {
                     max_total: Some(max_total),
                 });
             }
-            let call = tokio::spawn(handler(msg.clone()));
-            running.spawn(async move { (msg, call.await) });
+            let call = AssertUnwindSafe(handler(msg.clone())).catch_unwind();
+            running.push(async move { (msg, call.await) });
         };
-        while let Some(done) = running.join_next().await {
+        while let Some(done) = running.next().await {
             settle(&mut settling, done);
         }
         while settling.join_next().await.is_some() {}
         end
     }
 
-    /// Sends what the handler's outcome (or failure) asks for.
-    async fn settle<E: Display>(
-        &self,
-        msg: Message,
-        called: Result<Result<Outcome, E>, JoinError>,
-        leased: bool,
-    ) {
+    /// What the handler's outcome (or failure) asks for.
+    fn outcome_of<E: Display>(&self, msg: &Message, called: Called<E>) -> Outcome {
         let id = msg.id();
-        let outcome = match called {
+        match called {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => {
                 warn!(%id, error = %e, "handler failed; nacking");
                 if let Some(letters) = &self.letters {
-                    letters.failed(&msg, &e.to_string());
+                    letters.failed(msg, &e.to_string());
                 }
                 Outcome::Retry
             }
-            Err(e) => {
-                warn!(%id, error = %e, "handler panicked; nacking");
+            Err(panic) => {
+                let reason = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                warn!(%id, error = %reason, "handler panicked; nacking");
                 if let Some(letters) = &self.letters {
-                    letters.failed(&msg, &e.to_string());
+                    letters.failed(msg, &reason);
                 }
                 Outcome::Retry
             }
-        };
+        }
+    }
+
+    /// Sends what `outcome` asks for `msg`.
+    async fn send_outcome(&self, msg: Message, outcome: Outcome, leased: bool) {
+        let id = msg.id();
         let sent = match outcome {
             Outcome::Ack => self.ack(&msg).await,
-            Outcome::Retry => self.nack(&msg),
-            // An ack, a nack or a retry's ack ends a lease; leaving the
-            // message must end it too.
-            Outcome::Leave if leased => self.send(super::task::Command::Lease {
-                topic: msg.0.topic.clone(),
-                id,
-                max_total: None,
-            }),
-            Outcome::Leave => Ok(()),
+            Outcome::Retry | Outcome::Leave => self.send_at_once(&msg, outcome, leased),
             Outcome::RetryLater(delay) => match self.reconsume_later(&msg, delay).await {
                 Ok(()) => Ok(()),
                 Err(e) => {
@@ -277,6 +285,44 @@ impl Consumer {
             // A closed consumer (the broker redelivers), or a refused ack
             // receipt.
             debug!(%id, error = %e, "outcome not sent");
+        }
+    }
+
+    /// Sends what `outcome` asks for `msg` if that waits for nothing (an
+    /// ack without receipts, a nack, a leave); false if it must wait.
+    fn send_outcome_now(&self, msg: &Message, outcome: Outcome, leased: bool) -> bool {
+        let sent = match outcome {
+            Outcome::Ack if !self.ack_receipts => match self.ack(msg).now_or_never() {
+                Some(sent) => sent,
+                // A topic the consumer left: handed to the task, which
+                // answers Ok; nothing to wait for.
+                None => Ok(()),
+            },
+            Outcome::Retry | Outcome::Leave => self.send_at_once(msg, outcome, leased),
+            Outcome::Ack | Outcome::RetryLater(_) => return false,
+        };
+        if let Err(e) = sent {
+            debug!(id = %msg.id(), error = %e, "outcome not sent");
+        }
+        true
+    }
+
+    /// A nack, or for a leave the end of its lease (an ack, a nack or a
+    /// retry's ack ends a lease; leaving the message must end it too).
+    fn send_at_once(
+        &self,
+        msg: &Message,
+        outcome: Outcome,
+        leased: bool,
+    ) -> Result<(), ConsumerError> {
+        match outcome {
+            Outcome::Leave if leased => self.send(super::task::Command::Lease {
+                topic: msg.0.topic.clone(),
+                id: msg.id(),
+                max_total: None,
+            }),
+            Outcome::Leave => Ok(()),
+            _ => self.nack(msg),
         }
     }
 }

@@ -28,6 +28,7 @@ fn handle(panics: bool) -> Consumer {
     let (_, activity) = watch::channel(Vec::new());
     Consumer {
         commands,
+        shelf: Arc::new(task::Shelf::closed()),
         pending: None,
         subscription_type: SubscriptionType::Shared,
         topics: watch::channel(Arc::default()).1,

@@ -187,7 +187,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
             (false, _) => Some(Unreadable::UnknownCompression(codec)),
         };
         let mut message = entry.plain(id, data);
-        message.0.undecoded = Some(Box::new(Undecoded {
+        Arc::make_mut(&mut message.0).undecoded = Some(Box::new(Undecoded {
             context: EncryptionContext::of(&metadata),
             unreadable,
         }));
@@ -252,7 +252,7 @@ struct Entry<'a> {
 impl Entry<'_> {
     fn plain(&self, id: MessageId, payload: Bytes) -> Message {
         let m = self.metadata;
-        Message(Box::new(MessageFields {
+        Message(Arc::new(MessageFields {
             id,
             topic: self.topic.clone(),
             payload,
@@ -275,7 +275,7 @@ impl Entry<'_> {
     fn member(&self, entry: MessageId, member: batch::Member) -> Message {
         let s = member.metadata;
         let index = member.index;
-        Message(Box::new(MessageFields {
+        Message(Arc::new(MessageFields {
             id: entry.with_batch_index(index),
             topic: self.topic.clone(),
             payload: member.payload,

@@ -154,3 +154,110 @@ async fn perf_produce_at_a_rate_sends_exactly_the_count() {
     .await;
     summary(&run.ok_lines(), "produce", 30, 10);
 }
+
+#[tokio::test]
+async fn perf_latency_receives_every_message_it_sent_on_schedule() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-latency");
+    let run = pulsar_wire(
+        &url,
+        &[
+            "perf",
+            "latency",
+            &topic,
+            "--rate",
+            "500",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.2",
+            "--size",
+            "64",
+            "--json",
+        ],
+    )
+    .await;
+    let lines = run.ok_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let s = &lines[0];
+    assert_eq!(s["op"], "latency");
+    // 0.2 s of warm-up and 1 s measured at 500/s: every message sent
+    // arrives once, and the measured ones have a latency each.
+    assert_eq!(s["sent"], 600, "{s}");
+    assert_eq!(s["received"], 600, "{s}");
+    assert_eq!(s["count"], 500, "{s}");
+    let [p50, p99, p999, max] = ["lat_p50_us", "lat_p99_us", "lat_p999_us", "lat_max_us"]
+        .map(|k| s[k].as_f64().unwrap_or_else(|| panic!("{k} in {s}")));
+    assert!(
+        0.0 <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+        "{s}"
+    );
+    assert!(s["late_sends"].as_u64().is_some_and(|n| n <= 500), "{s}");
+    assert!(s["msgs_per_sec"].as_f64().is_some_and(|r| r > 0.0), "{s}");
+    assert!(
+        run.stderr.contains("perf latency summary: 500 of 600 msgs"),
+        "{run:#?}"
+    );
+}
+
+#[tokio::test]
+async fn perf_latency_refuses_a_run_that_measures_nothing() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let run = pulsar_wire(
+        &url,
+        &["perf", "latency", "t", "--rate", "10", "--duration", "0.01"],
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{run:#?}");
+    assert!(run.stderr.contains("measures no message"), "{run:#?}");
+}
+
+#[tokio::test]
+async fn perf_multiplex_spreads_handles_over_the_connections_asked_for() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    for connections in ["shared", "each"] {
+        let prefix = unique_topic(&format!("cli-perf-multiplex-{connections}"));
+        for kind in ["produce", "consume"] {
+            let run = pulsar_wire(
+                &url,
+                &[
+                    "perf",
+                    "multiplex",
+                    &prefix,
+                    "--kind",
+                    kind,
+                    "--handles",
+                    "4",
+                    "--connections",
+                    connections,
+                    "-n",
+                    "1002",
+                    "--size",
+                    "32",
+                    "--json",
+                ],
+            )
+            .await;
+            let lines = run.ok_lines();
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            let s = &lines[0];
+            assert_eq!(s["op"], format!("multiplex-{kind}"), "{s}");
+            assert_eq!(s["count"], 1002, "{s}");
+            assert_eq!(s["handles"], 4, "{s}");
+            let tcp = s["tcp_connections"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{s}"));
+            // A broker that advertises another name than the service URL's
+            // adds the connection the lookups went through.
+            if connections == "shared" {
+                assert!((1..=2).contains(&tcp), "{s}");
+            } else {
+                assert!(tcp >= 4, "{s}");
+            }
+            assert!(s["msgs_per_sec"].as_f64().is_some_and(|r| r > 0.0), "{s}");
+        }
+    }
+}

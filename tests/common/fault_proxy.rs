@@ -180,13 +180,21 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((client, _)) = listener.accept().await else {
             break;
         };
+        // Cuts from here on reach this connection, also while it still
+        // connects upstream: a test that saw it accepted may cut it.
+        let signals = Signals {
+            cut: shared.cut.subscribe(),
+            close: shared.close.subscribe(),
+            hole: shared.hole.subscribe(),
+        };
         shared.accepted.fetch_add(1, Ordering::SeqCst);
         let queued = shared.plans.lock().expect("plans").pop_front();
         let plan = queued.unwrap_or_else(|| *shared.default.lock().expect("default"));
         let shared = shared.clone();
         connections.spawn(async move {
             shared.live.fetch_add(1, Ordering::SeqCst);
-            let _ = tokio::time::timeout(MAX_LIFETIME, proxy_one(client, plan, &shared)).await;
+            let proxied = proxy_one(client, plan, &shared, signals);
+            let _ = tokio::time::timeout(MAX_LIFETIME, proxied).await;
             shared.live.fetch_sub(1, Ordering::SeqCst);
         });
         // Reap finished connection tasks so the set stays small.
@@ -202,7 +210,15 @@ fn reset(stream: TcpStream) {
     drop(stream);
 }
 
-async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared) {
+/// What one connection hears of [`FaultProxy::cut_all`],
+/// [`FaultProxy::close_all`] and [`FaultProxy::black_hole_all`].
+struct Signals {
+    cut: watch::Receiver<u64>,
+    close: watch::Receiver<u64>,
+    hole: watch::Receiver<u64>,
+}
+
+async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared, signals: Signals) {
     if plan == Plan::Reset {
         reset(client);
         return;
@@ -213,9 +229,11 @@ async fn proxy_one(client: TcpStream, plan: Plan, shared: &Shared) {
     };
     let _ = upstream.set_nodelay(true);
     let _ = client.set_nodelay(true);
-    let mut cut = shared.cut.subscribe();
-    let mut close = shared.close.subscribe();
-    let mut hole = shared.hole.subscribe();
+    let Signals {
+        mut cut,
+        mut close,
+        mut hole,
+    } = signals;
     let (mut client_read, mut client_write) = client.into_split();
     let (mut up_read, mut up_write) = upstream.into_split();
     let mut black_hole = plan == Plan::BlackHole;

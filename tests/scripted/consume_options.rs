@@ -4,6 +4,9 @@
 //! full of big messages; partitions share a total receiver queue; a batch
 //! receive starts ack timeouts when it returns and acks in one frame.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::BytesMut;
 use pulsar_wire::consumer::{BatchReceivePolicy, Outcome};
 use pulsar_wire::proto::SingleMessageMetadata;
@@ -109,17 +112,22 @@ fn sized_message(consumer: u64, entry: u64, size: usize) -> Frame {
 
 /// A MESSAGE holding a batch of two members.
 fn batch_message(consumer: u64, entry: u64) -> Frame {
+    sized_batch(consumer, entry, &[b"b0", b"b1"])
+}
+
+/// A MESSAGE holding a batch of `members`.
+fn sized_batch(consumer: u64, entry: u64, members: &[&[u8]]) -> Frame {
     let mut data = BytesMut::new();
-    for text in ["b0", "b1"] {
+    for member in members {
         let meta = SingleMessageMetadata {
-            payload_size: 2,
+            payload_size: member.len() as i32,
             ..SingleMessageMetadata::default()
         };
-        batch::write_member(&meta, text.as_bytes(), &mut data);
+        batch::write_member(&meta, member, &mut data);
     }
     let mut frame = message(consumer, entry, "", Checksum::Valid);
     if let Some(payload) = &mut frame.payload {
-        payload.metadata.num_messages_in_batch = Some(2);
+        payload.metadata.num_messages_in_batch = Some(members.len() as i32);
         payload.data = data.freeze();
     }
     frame
@@ -225,31 +233,37 @@ async fn flows_wait_while_big_messages_fill_the_memory_limit() {
         let (mut broker, id, mut consumer) =
             shared_consumer(&net, &mut svc, Some(100_000), 4).await;
         assert_eq!(expect_flow(&mut broker).await, (id, 4));
-        // 240 kB queued against a limit of 100 kB.
-        for entry in 1..=4 {
-            broker.send_frame(sized_message(id, entry, 60_000)).await;
-        }
-        let first = consumer.receive().await.expect("receive");
-        let second = consumer.receive().await.expect("receive");
+        // A small message, then three of 60 kB in one entry: they are
+        // queued together, 180 kB against a limit of 100 kB.
+        broker.send_frame(sized_message(id, 1, 10)).await;
+        let big = vec![1_u8; 60_000];
+        broker
+            .send_frame(sized_batch(id, 2, &[&big, &big, &big]))
+            .await;
+        let small = consumer.receive().await.expect("receive");
+        let mut members = vec![consumer.receive().await.expect("receive")];
         // Half the queue taken: a FLOW is due, but 120 kB still queued
         // keep the limit reached, so it waits. The next frame is the ACK.
-        consumer.ack(&second).await.expect("ack");
-        assert_eq!(entries(&mut broker, Type::Ack).await, [2]);
+        consumer.ack(&small).await.expect("ack");
+        assert_eq!(entries(&mut broker, Type::Ack).await, [1]);
         // Down to 60 kB: the FLOW goes out.
-        let third = consumer.receive().await.expect("receive");
+        members.push(consumer.receive().await.expect("receive"));
         assert_eq!(expect_flow(&mut broker).await, (id, 2));
-        for m in [&first, &third] {
-            consumer.ack(m).await.expect("ack");
-            broker.expect(Type::Ack).await;
-        }
         // Below the limit, refills go out as usual.
-        let fourth = consumer.receive().await.expect("receive");
-        broker.send_frame(sized_message(id, 5, 10)).await;
-        let fifth = consumer.receive().await.expect("receive");
+        members.push(consumer.receive().await.expect("receive"));
+        broker.send_frame(sized_message(id, 3, 10)).await;
+        let last = consumer.receive().await.expect("receive");
         assert_eq!(expect_flow(&mut broker).await, (id, 2));
+        let taken: Vec<_> = members.iter().chain([&last]).map(|m| m.id()).collect();
+        let entry = MessageId::new(1, 2);
         assert_eq!(
-            (fourth.id().entry_id, fifth.id().entry_id),
-            (4, 5),
+            taken,
+            [
+                entry.with_batch_index(0),
+                entry.with_batch_index(1),
+                entry.with_batch_index(2),
+                MessageId::new(1, 3)
+            ],
             "nothing lost on the way"
         );
     })
@@ -407,6 +421,33 @@ async fn ack_all_with_batch_index_ack_sends_one_frame_with_each_entrys_ack_set()
             sent,
             [(1, vec![0b10]), (2, vec![])],
             "member 1 of entry 1 left unacked; entry 2 whole"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_receive_loop_over_a_full_queue_lets_other_tasks_run() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("receive loop yields", async {
+        let (mut broker, id, mut consumer) = shared_consumer(&net, &mut svc, None, 1000).await;
+        assert_eq!(expect_flow(&mut broker).await, (id, 1000));
+        // One entry of 500 members: queued at once, taken without waiting.
+        let members: Vec<&[u8]> = vec![b"m"; 500];
+        broker.send_frame(sized_batch(id, 1, &members)).await;
+        consumer.receive().await.expect("the first member");
+        // On this one-thread runtime the task below runs only if the loop
+        // gives the thread up.
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let _other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+        for _ in 1..500 {
+            consumer.receive().await.expect("a queued member");
+        }
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "499 receives from the queue never yielded"
         );
     })
     .await;

@@ -18,7 +18,9 @@ mod perf;
 mod perf_backlog;
 mod perf_consume;
 mod perf_idle;
+mod perf_latency;
 mod perf_memory;
+mod perf_multiplex;
 mod perf_produce;
 mod perf_stats;
 mod produce;
@@ -140,9 +142,14 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         (Some(broker), _) => broker.service_url(),
         (None, url) => url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned()),
     };
+    let connections = match &cli.command {
+        Command::Perf(perf) => perf.connections_per_broker(),
+        _ => 1,
+    };
     let client = settings
         .apply(Client::builder())?
         .service_url(url)
+        .connections_per_broker(connections)
         .connection_timeout(Duration::from_millis(cli.connect_timeout_ms))
         .operation_timeout(Duration::from_millis(cli.operation_timeout_ms))
         .build()
@@ -154,6 +161,10 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Dlq(command) => dlq::run(&client, command).await,
         Command::Perf(perf::PerfCommand::Produce(args)) => perf_produce::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Consume(args)) => perf_consume::run(&client, args).await,
+        Command::Perf(perf::PerfCommand::Latency(args)) => perf_latency::run(&client, args).await,
+        Command::Perf(perf::PerfCommand::Multiplex(args)) => {
+            perf_multiplex::run(&client, args).await
+        }
         Command::Perf(perf::PerfCommand::Idle(args)) => perf_idle::run(&client, args).await,
         Command::Perf(perf::PerfCommand::Backlog(args)) => perf_backlog::run(&client, args).await,
     };

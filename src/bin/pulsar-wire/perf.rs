@@ -8,13 +8,20 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-/// `perf produce`, `perf consume`, `perf idle` or `perf backlog`.
+/// `perf produce`, `perf consume`, `perf latency`, `perf multiplex`, `perf
+/// idle` or `perf backlog`.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum PerfCommand {
     /// Produce as fast as allowed; latency is send to broker receipt.
     Produce(crate::perf_produce::Args),
     /// Consume and ack each message; latency is publish time to receive.
     Consume(crate::perf_consume::Args),
+    /// Publish-to-receive latency at a fixed rate: a producer on a fixed
+    /// schedule and a consumer in the same process.
+    Latency(crate::perf_latency::Args),
+    /// Throughput of many producers or consumers on one connection, or on
+    /// one connection each.
+    Multiplex(crate::perf_multiplex::Args),
     /// Memory per idle producer or consumer on one connection, and the CPU
     /// time and wake-ups of holding them idle.
     Idle(crate::perf_idle::Args),
@@ -27,6 +34,15 @@ impl PerfCommand {
     /// counts from the start).
     pub(crate) const fn counts_allocations(&self) -> bool {
         matches!(self, Self::Idle(_) | Self::Backlog(_))
+    }
+
+    /// How many connections per broker the client should open (1 unless
+    /// the command spreads its handles over several).
+    pub(crate) fn connections_per_broker(&self) -> usize {
+        match self {
+            Self::Multiplex(args) => args.connections_per_broker(),
+            _ => 1,
+        }
     }
 }
 
@@ -279,6 +295,28 @@ pub(crate) fn finish(
         crate::print_json(&summary)?;
     }
     Ok(())
+}
+
+/// Subscribes a Shared consumer to `topic` that starts at `position`, with
+/// a receiver queue of `queue` and acks grouped for `ack_group_ms` (0: each
+/// at once).
+pub(crate) async fn shared_consumer(
+    client: &pulsar_wire::Client,
+    topic: &str,
+    subscription: &str,
+    position: pulsar_wire::consumer::InitialPosition,
+    queue: u32,
+    ack_group_ms: u64,
+) -> Result<pulsar_wire::consumer::Consumer, crate::BoxError> {
+    let mut builder = client
+        .consumer(topic, subscription)
+        .subscription_type(pulsar_wire::consumer::SubscriptionType::Shared)
+        .initial_position(position)
+        .receiver_queue_size(queue);
+    if ack_group_ms > 0 {
+        builder = builder.ack_group_time(Duration::from_millis(ack_group_ms));
+    }
+    Ok(builder.subscribe().await?)
 }
 
 /// This process's user and system CPU seconds so far (every thread).

@@ -58,6 +58,12 @@ pub(crate) struct Args {
     /// interceptors cost); the summary shows the count.
     #[arg(long)]
     count_hooks: bool,
+
+    /// Receive through `Consumer::run` with this many handler calls at
+    /// once (each acks its message) instead of a receive and ack loop;
+    /// needs `--count`.
+    #[arg(long, value_name = "CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
+    run: Option<u32>,
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
@@ -73,6 +79,9 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     if let Some(hooks) = &hooks {
         builder = builder.interceptor(hooks.clone());
     }
+    if args.run.is_some() && args.limits.count == 0 {
+        return Err("--run needs --count".into());
+    }
     let mut consumer = builder.subscribe().await?;
     let stats: SharedStats = Arc::new(std::sync::Mutex::new(Stats::new(
         "consume",
@@ -87,6 +96,33 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     let mut received = 0u64;
     let mut first = true;
     let mut outcome: Result<(), BoxError> = Ok(());
+    if let Some(concurrency) = args.run {
+        let done = Arc::new(tokio::sync::Notify::new());
+        let counted = (stats.clone(), done.clone(), args.limits.count);
+        let handler = move |msg: pulsar_wire::consumer::Message| {
+            let (stats, done, count) = &counted;
+            let now = Instant::now();
+            let mut stats = perf::lock(stats);
+            if stats.count() == 0 {
+                stats.start(now);
+            }
+            let wall_ms =
+                wall_at_start + u64::try_from(now.duration_since(start).as_millis()).unwrap_or(0);
+            let latency = Duration::from_millis(wall_ms.saturating_sub(msg.publish_time()));
+            stats.record(now, msg.payload().len(), latency);
+            if stats.count() == *count {
+                done.notify_one();
+            }
+            async { Ok::<_, std::convert::Infallible>(pulsar_wire::consumer::Outcome::Ack) }
+        };
+        let options =
+            pulsar_wire::consumer::RunOptions::default().concurrency(concurrency as usize);
+        tokio::select! {
+            ran = consumer.run(handler, options) => ran?,
+            () = done.notified() => {}
+        }
+        received = perf::lock(&stats).count();
+    }
     // Checks the deadline and the Ctrl-C flag at least twice a second.
     let check = tokio::time::sleep(Duration::from_millis(500));
     tokio::pin!(check);

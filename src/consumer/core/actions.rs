@@ -92,6 +92,11 @@ impl<M> Actions<M> {
         self.queue.pop_front()
     }
 
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Whether an ack is queued.
     pub(crate) fn has_acks(&self) -> bool {
         self.queue.iter().any(|a| matches!(a, Action::Ack { .. }))

@@ -376,6 +376,11 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.actions.pop()
     }
 
+    /// Whether actions wait for [`poll_action`](Self::poll_action).
+    pub(crate) fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     /// When [`on_tick`](Self::on_tick) has work: the tick of the earliest
     /// ack-timeout expiry or delayed nack, or when a coalesced rewind
     /// becomes due while the application waits on an empty queue.

@@ -132,7 +132,7 @@ mod tests {
     use crate::proto::KeyValue;
 
     fn message() -> Message {
-        Message(Box::new(MessageFields {
+        Message(std::sync::Arc::new(MessageFields {
             id: MessageId::new(3, 4).with_partition(1).with_batch_index(2),
             topic: "persistent://public/default/t-partition-1".into(),
             payload: Bytes::from_static(b"body"),
@@ -227,10 +227,10 @@ mod tests {
 
     #[test]
     fn a_binary_key_stays_binary_in_the_copy() {
-        let m = Message(Box::new(MessageFields {
+        let m = Message(std::sync::Arc::new(MessageFields {
             key: Some("AAEC".into()),
             key_is_base64: true,
-            ..*message().0
+            ..(*message().0).clone()
         }));
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(meta.partition_key.as_deref(), Some("AAEC"));
@@ -253,12 +253,12 @@ mod tests {
             uncompressed_size: Some(10),
             ..MessageMetadata::default()
         };
-        let m = Message(Box::new(MessageFields {
+        let m = Message(std::sync::Arc::new(MessageFields {
             undecoded: Some(Box::new(Undecoded {
                 context: EncryptionContext::of(&encoding),
                 unreadable: None,
             })),
-            ..*message().0
+            ..(*message().0).clone()
         }));
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(meta.encryption_keys, encoding.encryption_keys);
@@ -271,12 +271,12 @@ mod tests {
 
     #[test]
     fn a_copy_without_optional_fields_adds_none() {
-        let m = Message(Box::new(MessageFields {
+        let m = Message(std::sync::Arc::new(MessageFields {
             key: None,
             ordering_key: None,
             event_time: None,
             properties: HashMap::new(),
-            ..*message().0
+            ..(*message().0).clone()
         }));
         let meta = copy_of(&m, Vec::new()).entry_metadata("p", 0, 1);
         assert_eq!(

@@ -150,17 +150,26 @@ impl Driver {
         let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
         let discovery =
             discover::Discovery::new(settings.discovery.clone(), &topics, listing, clock::now());
-        let settings_memory = settings.client.memory().0.clone();
+        let observers = shelf::Observers {
+            stats: settings.stats.clone(),
+            letters: settings.forwards.letters().cloned(),
+            interceptors: settings.interceptors.clone(),
+        };
+        let budget = settings.client.memory().0.clone();
+        let shelf = Arc::new(shelf::Shelf::new(
+            budget.clone(),
+            observers,
+            settings.core.receiver_queue_size > 0,
+        ));
         let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
             events: SelectAll::new(),
             waiting: VecDeque::new(),
-            next_sub: 0,
+            shelf,
             activity,
             resubscribes: Resubscribes::default(),
-            started: clock::now(),
             ack_tokens: 0,
             acks_landed_tx,
             acks_landed,
@@ -168,7 +177,7 @@ impl Driver {
             discovery,
             topics: names,
             batches: VecDeque::new(),
-            memory: super::memory::MemoryShare::new(settings_memory),
+            memory: super::memory::MemoryShare::new(budget),
             closed_on_batch: None,
         };
         // If this future is dropped half-way, what it subscribed is closed.
@@ -182,8 +191,7 @@ impl Driver {
             match driver.attach(index, &topic, 0, core.consumer_epoch()).await {
                 Ok((conn, id)) => {
                     let start = driver.settings.options.start_message_id;
-                    let sub = driver.new_sub(topic, conn, id, core, start);
-                    driver.subs.push(sub);
+                    driver.add_sub(topic, conn, id, core, start);
                 }
                 Err(e) => {
                     made.0.clear();
@@ -194,7 +202,7 @@ impl Driver {
             let sub = &driver.subs[index];
             made.0.push((sub.conn.clone(), sub.id));
             let now = clock::now();
-            driver.subs[index].core.on_subscribed(now);
+            driver.shelf.lock().slots[index].core.on_subscribed(now);
             driver.run_actions(index).await;
         }
         made.0.clear();
@@ -202,31 +210,36 @@ impl Driver {
         Ok(driver)
     }
 
-    /// A sub for `topic`, subscribed as consumer `id` on `conn`, reading
-    /// from `start` (a reader's start id).
-    pub(super) fn new_sub(
-        &self,
+    /// Adds a sub for `topic`, subscribed as consumer `id` on `conn`,
+    /// reading from `start` (a reader's start id), and its slot on the shelf.
+    pub(super) fn add_sub(
+        &mut self,
         topic: TopicName,
         conn: Connection,
         id: ConsumerId,
         core: ConsumerCore<Message>,
         start: Option<MessageId>,
-    ) -> Sub {
+    ) {
         let track = core.config().track_messages;
-        Sub {
-            name: topic.as_str().into(),
+        let name: Arc<str> = topic.as_str().into();
+        self.shelf.lock().slots.push(shelf::Slot {
+            name: name.clone(),
+            core,
+            position: Position::new(start, self.settings.options.start_inclusive, !track),
+            removed: false,
+        });
+        self.subs.push(Sub {
+            name,
             partition: topic.partition_index().map_or(-1, |p| p as i32),
             topic,
             conn,
             id,
             generation: 0,
-            position: Position::new(start, self.settings.options.start_inclusive, !track),
             chunks: if track {
                 ChunkAssembler::new(self.settings.chunks)
             } else {
                 ChunkAssembler::forgetting(self.settings.chunks)
             },
-            core,
             grouped: Vec::new(),
             flush_at: None,
             acks: Default::default(),
@@ -234,7 +247,7 @@ impl Driver {
             delivered: false,
             lost: false,
             removed: false,
-        }
+        });
     }
 
     /// Looks `topic` up, registers a fresh consumer id and subscribes.
@@ -291,7 +304,9 @@ impl Driver {
             self.resubscribes.is_running(index)
                 && !sub.lost
                 && !sub.removed
-                && (!sub.grouped.is_empty() || !sub.acks.is_empty() || sub.core.has_queued_acks())
+                && (!sub.grouped.is_empty()
+                    || !sub.acks.is_empty()
+                    || self.shelf.lock().slots[index].core.has_queued_acks())
         });
         if waiting {
             if let Err(e) = self.settle_resubscribes("ACK").await {

@@ -31,7 +31,9 @@ impl Driver {
     /// partitions can queue together.
     fn batch_policy(&self) -> BatchReceivePolicy {
         let queue = self
-            .subs
+            .shelf
+            .lock()
+            .slots
             .iter()
             .map(|s| s.core.config().receiver_queue_size as usize)
             .sum();
@@ -73,7 +75,7 @@ impl Driver {
                 }
                 continue;
             }
-            let (queued, bytes) = self.subs.iter().fold((0, 0), |(n, b), s| {
+            let (queued, bytes) = self.shelf.lock().slots.iter().fold((0, 0), |(n, b), s| {
                 (n + s.core.queued(), b + s.core.queued_bytes())
             });
             let at = *now.get_or_insert_with(clock::now);
@@ -123,8 +125,9 @@ impl Driver {
 
     /// The payload bytes of the message [`pop`](Self::pop) takes next.
     fn next_queued_bytes(&self) -> Option<usize> {
-        let n = self.subs.len();
-        (0..n).find_map(|k| self.subs[(self.next_sub + k) % n].core.front_bytes())
+        let shelved = self.shelf.lock();
+        let n = shelved.slots.len();
+        (0..n).find_map(|k| shelved.slots[(shelved.next_sub + k) % n].core.front_bytes())
     }
 
     /// Acks many messages: each goes to its partition's core, then each

@@ -29,8 +29,9 @@ impl Driver {
         let Some(chunk) = chunk else {
             return Some((message_id, payload));
         };
-        let stale = !sub.core.config().subscription_type.redelivers_by_id()
-            && consumer_epoch.is_some_and(|e| e < sub.core.consumer_epoch());
+        let stale = !self.settings.core.subscription_type.redelivers_by_id()
+            && consumer_epoch
+                .is_some_and(|e| e < self.shelf.lock().slots[index].core.consumer_epoch());
         let now = clock::now();
         let assembled = if stale {
             None // from before a rewind: it comes again
@@ -67,13 +68,15 @@ impl Driver {
     /// with the next actions) or to hold.
     fn release_chunks(&mut self, index: usize, now: std::time::Instant) {
         let sub = &mut self.subs[index];
+        let mut shelved = self.shelf.lock();
+        let core = &mut shelved.slots[index].core;
         for released in sub.chunks.take_released() {
             match released {
                 Released::Ack(ids) => {
                     debug!(topic = %sub.name, count = ids.len(), "acking chunks of a dropped chunked message");
-                    sub.core.ack_unheld(&ids);
+                    core.ack_unheld(&ids);
                 }
-                Released::Hold(ids) => sub.core.hold(now, &ids),
+                Released::Hold(ids) => core.hold(now, &ids),
             }
         }
     }

@@ -82,37 +82,20 @@ impl Driver {
         &mut self,
         now: std::time::Instant,
     ) -> Option<Result<Message, ConsumerError>> {
-        let n = self.subs.len();
-        for k in 0..n {
-            let index = (self.next_sub + k) % n;
-            if let Some(incoming) = self.subs[index].core.pop_for_application(now) {
-                self.subs[index]
-                    .position
-                    .handed_out(incoming.id, incoming.batch_size);
-                self.next_sub = (index + 1) % n;
+        let taken = self.shelf.lock().take(now);
+        match taken {
+            Some((index, incoming)) => {
                 self.run_actions(index).await;
-                let message = incoming.message;
-                return Some(match message.unreadable() {
-                    None => {
-                        self.observe_delivery(&message);
-                        Ok(message)
-                    }
-                    Some(reason) => {
-                        warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
-                        Err(ConsumerError::Unreadable {
-                            topic: message.topic().to_owned(),
-                            id: message.id(),
-                            reason,
-                        })
-                    }
-                });
+                Some(self.shelf.observers.hand_out(incoming.message))
+            }
+            None => {
+                // Finding every queue empty may let a coalesced rewind go out.
+                for index in 0..self.subs.len() {
+                    self.run_actions(index).await;
+                }
+                None
             }
         }
-        // Finding every queue empty may let a coalesced rewind go out.
-        for index in 0..n {
-            self.run_actions(index).await;
-        }
-        None
     }
 
     pub(super) async fn on_event(&mut self, index: usize, generation: u64, event: ConsumerEvent) {
@@ -133,13 +116,13 @@ impl Driver {
             } => {
                 sub.delivered = true;
                 let Some((message_id, payload)) = self
-                    .assemble(index, message_id, consumer_epoch, payload)
+                    .assemble(index, message_id, consumer_epoch, *payload)
                     .await
                 else {
                     return; // a chunk of a message still incomplete
                 };
                 if payload.metadata.num_messages_in_batch.is_some()
-                    && self.subs[index].core.config().receiver_queue_size == 0
+                    && self.settings.core.receiver_queue_size == 0
                 {
                     self.close_on_batch(index, message_id).await;
                     return;
@@ -160,7 +143,9 @@ impl Driver {
                 };
                 let lost_permits = match unpack::unpack(delivery) {
                     Ok(mut unpacked) => {
-                        sub.position.retain(&mut unpacked);
+                        let mut shelved = self.shelf.lock();
+                        let slot = &mut shelved.slots[index];
+                        slot.position.retain(&mut unpacked);
                         // Members skipped (acked, or before the start), or
                         // a batch kept whole (undecoded).
                         let lost = permits.saturating_sub(unpacked.messages.len() as u32);
@@ -172,12 +157,12 @@ impl Driver {
                                 batch_size: unpacked.batch_size,
                                 message,
                             };
-                            if let Err(e) = sub.core.on_message(now, incoming) {
+                            if let Err(e) = slot.core.on_message(now, incoming) {
                                 warn!(topic = %sub.name, error = %e, "message refused by the consumer core");
                             }
                         }
                         if let Some(size) = unpacked.batch_size {
-                            sub.core
+                            slot.core
                                 .on_skipped_members(unpacked.entry, size, &unpacked.skipped);
                         }
                         lost
@@ -226,12 +211,14 @@ impl Driver {
     /// Zero queue: one permit for each waiting receiver the queue and the
     /// permits granted before do not cover.
     async fn request_for_receivers(&mut self) {
-        if self.subs.len() != 1 || self.subs[0].core.config().receiver_queue_size != 0 {
+        if self.subs.len() != 1 || self.settings.core.receiver_queue_size != 0 {
             return;
         }
         self.waiting.retain(|reply| !reply.is_closed());
         let waiting = self.waiting.len();
-        self.subs[0].core.request_for_receivers(waiting);
+        self.shelf.lock().slots[0]
+            .core
+            .request_for_receivers(waiting);
         self.run_actions(0).await;
     }
 

@@ -516,9 +516,11 @@ impl Driver {
             .options
             .start_message_id
             .map(|_| MessageId::EARLIEST);
-        self.subs.push(self.new_sub(name, conn, id, core, start));
+        self.add_sub(name, conn, id, core, start);
         self.listen(index, 0, rx);
-        self.subs[index].core.on_subscribed(clock::now());
+        self.shelf.lock().slots[index]
+            .core
+            .on_subscribed(clock::now());
         self.run_actions(index).await;
     }
 
@@ -543,7 +545,12 @@ impl Driver {
             info!(topic = %sub.name, "topic gone from the pattern; leaving it");
             sub.removed = true;
             sub.generation += 1;
-            sub.core.on_reconnect();
+            {
+                let mut shelved = self.shelf.lock();
+                let slot = &mut shelved.slots[index];
+                slot.removed = true;
+                slot.core.on_reconnect();
+            }
             sub.grouped.clear();
             sub.flush_at = None;
             let topic = sub.name.to_string();

@@ -17,10 +17,6 @@ pub(super) struct Sub {
     pub(super) id: ConsumerId,
     /// Bumped per subscribe, so events from an older mailbox are ignored.
     pub(super) generation: u64,
-    pub(super) core: ConsumerCore<Message>,
-    /// Where its messages start (a reader's start, a seek), and the last
-    /// one handed out (where a non-durable subscription resumes).
-    pub(super) position: Position,
     /// Chunks of messages being assembled, and the chunk ids of those
     /// handed out.
     pub(super) chunks: ChunkAssembler,
@@ -102,14 +98,11 @@ pub(crate) struct Driver {
     pub(super) subs: Vec<Sub>,
     pub(super) events: Events,
     pub(super) waiting: VecDeque<Reply<Message>>,
-    /// Round-robin start for handing out messages across partitions.
-    pub(super) next_sub: usize,
+    /// Each sub's core and position, shared with the handles (see shelf.rs).
+    pub(super) shelf: Arc<shelf::Shelf>,
     pub(super) activity: watch::Sender<Activity>,
     /// Subscribe attempts after a lost subscription (see resubscribe.rs).
     pub(super) resubscribes: resubscribe::Resubscribes,
-    /// When the task started: the instant the cores get when they do not
-    /// use the clock (see [`Driver::core_now`]).
-    pub(super) started: std::time::Instant,
     /// ACK requests (with receipts): the next flight's token, and where
     /// their outcomes come back.
     pub(super) ack_tokens: u64,
@@ -149,6 +142,10 @@ impl Driver {
         ended: Arc<std::sync::atomic::AtomicBool>,
     ) {
         self.serve_until_stopped(&mut commands).await;
+        let mut shelved = self.shelf.lock();
+        shelved.close();
+        shelved.held.release_all();
+        drop(shelved);
         ended.store(true, std::sync::atomic::Ordering::Release);
     }
 
@@ -162,14 +159,18 @@ impl Driver {
         tokio::pin!(timer);
         let mut armed: Option<std::time::Instant> = None;
         loop {
-            let deadline = self
-                .subs
-                .iter()
-                .flat_map(|s| [s.core.next_deadline(), s.flush_at, s.chunks.next_deadline()])
-                .chain([self.discovery.next_deadline()])
-                .flatten()
-                .chain(self.batch_deadline())
-                .min();
+            let deadline = {
+                let shelved = self.shelf.lock();
+                let cores = shelved.slots.iter().map(|s| s.core.next_deadline());
+                self.subs
+                    .iter()
+                    .flat_map(|s| [s.flush_at, s.chunks.next_deadline()])
+                    .chain(cores)
+                    .chain([self.discovery.next_deadline()])
+                    .flatten()
+                    .chain(self.batch_deadline())
+                    .min()
+            };
             if deadline != armed {
                 if let Some(at) = deadline {
                     timer.as_mut().reset(at.into());
@@ -197,6 +198,7 @@ impl Driver {
                         }
                     }
                     None => {
+                        self.run_touched().await;
                         self.discovery.shut();
                         self.settle_forwards().await;
                         self.deliver_pending_acks().await;
@@ -212,6 +214,7 @@ impl Driver {
                     self.on_forwarded(forwarded).await;
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
+                () = self.shelf.work.notified() => self.run_touched().await,
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 signal = self.discovery.next() => self.on_discovery(signal).await,
                 () = self.memory.room() => {}
@@ -220,7 +223,7 @@ impl Driver {
                     armed = None;
                     let now = clock::now();
                     for index in 0..self.subs.len() {
-                        self.subs[index].core.on_tick(now);
+                        self.shelf.lock().slots[index].core.on_tick(now);
                         self.observe_ack_timeouts(index);
                         self.expire_chunks(index, now);
                         self.run_actions(index).await;
@@ -233,11 +236,48 @@ impl Driver {
             }
             self.serve().await;
             self.balance_memory().await;
+            self.open_shelf();
         }
     }
 
-    /// Returns true when the task should stop.
+    /// The shelf, for the handles.
+    pub(crate) fn shelf(&self) -> Arc<shelf::Shelf> {
+        self.shelf.clone()
+    }
+
+    /// Carries out the actions handles left in the cores.
+    async fn run_touched(&mut self) {
+        for index in self.shelf.touched() {
+            self.run_actions(index).await;
+        }
+    }
+
+    /// Lets the handles take directly while no receiver, batch receive
+    /// or report waits here (see shelf.rs).
+    fn open_shelf(&mut self) {
+        let open = self.waiting.is_empty()
+            && self.batches.is_empty()
+            && self.lost_reports.is_empty()
+            && self.closed_on_batch.is_none()
+            && self.settings.core.receiver_queue_size > 0
+            && self.all_lost().is_none();
+        self.shelf.lock().set_open(open);
+    }
+
+    /// Carries out a handle's command; returns true when the task should
+    /// stop. Actions the handles left in the cores go first, so an ack
+    /// recorded before the command goes out before it.
     async fn on_command(&mut self, command: Command) -> bool {
+        self.run_touched().await;
+        let stop = self.on_command_in_order(command).await;
+        if !stop {
+            self.open_shelf();
+        }
+        self.shelf.command_done();
+        stop
+    }
+
+    async fn on_command_in_order(&mut self, command: Command) -> bool {
         match command {
             Command::Receive(reply) => self.waiting.push_back(reply),
             Command::ReceiveBatch(reply) => self.receive_batch(reply),
@@ -292,7 +332,7 @@ impl Driver {
             } => {
                 if let Some(index) = self.find(&topic) {
                     self.observe_nack(&topic, id);
-                    self.subs[index]
+                    self.shelf.lock().slots[index]
                         .core
                         .nack(clock::now(), id, redelivery_count);
                     self.run_actions(index).await;
@@ -300,7 +340,9 @@ impl Driver {
             }
             Command::Extend { topic, id, by } => {
                 if let Some(index) = self.find(&topic) {
-                    self.subs[index].core.extend(clock::now(), id, by);
+                    self.shelf.lock().slots[index]
+                        .core
+                        .extend(clock::now(), id, by);
                 }
             }
             Command::Lease {
@@ -309,7 +351,8 @@ impl Driver {
                 max_total,
             } => {
                 if let Some(index) = self.find(&topic) {
-                    let core = &mut self.subs[index].core;
+                    let mut shelved = self.shelf.lock();
+                    let core = &mut shelved.slots[index].core;
                     match max_total {
                         Some(max_total) => core.lease(clock::now(), id, max_total),
                         None => core.release(id),
@@ -328,6 +371,9 @@ impl Driver {
             Command::Unsubscribe(reply) => {
                 let result = self.unsubscribe().await;
                 let done = result.is_ok();
+                if done {
+                    self.shelf.lock().close();
+                }
                 let _ = reply.send(result);
                 if done {
                     self.discovery.shut();
@@ -343,6 +389,7 @@ impl Driver {
                 self.deliver_pending_acks().await;
                 self.close_all().await;
                 self.settings.forwards.close().await;
+                self.shelf.lock().close();
                 let _ = reply.send(Ok(()));
                 return true;
             }
@@ -388,18 +435,22 @@ impl Driver {
             answer(reply, error);
             return None;
         };
-        let now = self.core_now();
-        let sub = &mut self.subs[index];
-        let acked = if cumulative {
-            match sub.core.ack_cumulative_with_batch_size(now, id, batch_size) {
-                Ok(acked) => acked,
-                Err(refused) => {
-                    answer(reply, refused.into());
-                    return None;
+        let acked = {
+            let mut shelved = self.shelf.lock();
+            let now = shelved.core_now();
+            let core = &mut shelved.slots[index].core;
+            if cumulative {
+                match core.ack_cumulative_with_batch_size(now, id, batch_size) {
+                    Ok(acked) => acked,
+                    Err(refused) => {
+                        drop(shelved);
+                        answer(reply, refused.into());
+                        return None;
+                    }
                 }
+            } else {
+                core.ack_with_batch_size(now, id, batch_size)
             }
-        } else {
-            sub.core.ack_with_batch_size(now, id, batch_size)
         };
         self.observe_ack(topic, id, cumulative);
         let sub = &mut self.subs[index];
@@ -426,14 +477,8 @@ impl Driver {
         Some(index)
     }
 
-    /// The instant for the cores' calls: the clock when they use it (an
-    /// ack timeout or a delayed nack), else the task's start, which they
-    /// ignore; reading the clock per message cost ~3% of a consume run.
+    /// The instant for the cores' calls (see [`shelf::Shelved::core_now`]).
     pub(super) fn core_now(&self) -> std::time::Instant {
-        if self.subs.iter().any(|s| s.core.uses_clock()) {
-            clock::now()
-        } else {
-            self.started
-        }
+        self.shelf.lock().core_now()
     }
 }

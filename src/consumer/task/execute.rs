@@ -20,7 +20,10 @@ impl Driver {
         // (each id with its own ack_set) before anything that follows them.
         let mut individual = Vec::new();
         let sub = &mut self.subs[index];
-        while let Some(action) = sub.core.poll_action() {
+        loop {
+            let Some(action) = self.shelf.lock().slots[index].core.poll_action() else {
+                break;
+            };
             // A chunked message's ack or redelivery names all its chunks.
             let action = sub.chunks.expand(action);
             let (conn, id) = (&sub.conn, sub.id);
@@ -37,7 +40,7 @@ impl Driver {
             let sent = match action {
                 Action::Flow(permits) => {
                     trace!(topic = %sub.name, permits, "FLOW");
-                    let queue_empty = sub.core.queued() == 0;
+                    let queue_empty = self.shelf.lock().slots[index].core.queued() == 0;
                     if self.settings.forwards.withhold(index, id, permits) {
                         // Too many dead-letter forwards in flight: later.
                         Ok(())
@@ -112,7 +115,10 @@ impl Driver {
                     // Published in a task of its own; the result comes back
                     // through the loop (`on_forwarded`).
                     if !self.settings.forwards.start(index, origin, message) {
-                        sub.core.on_dead_letter_result(origin, Err(()));
+                        let mut shelved = self.shelf.lock();
+                        shelved.slots[index]
+                            .core
+                            .on_dead_letter_result(origin, Err(()));
                     }
                     Ok(())
                 }
@@ -185,7 +191,9 @@ impl Driver {
             };
             self.flush_acks(index).await;
             let sub = &self.subs[index];
-            let ack_set = boundary.map_or_else(Vec::new, |id| sub.position.seek_ack_set(id));
+            let ack_set = boundary.map_or_else(Vec::new, |id| {
+                self.shelf.lock().slots[index].position.seek_ack_set(id)
+            });
             sub.conn
                 .request("SEEK", |r| commands::seek(sub.id, r, sent, ack_set))
                 .await
@@ -195,7 +203,7 @@ impl Driver {
                     source,
                 })?;
             // A seek brings acked messages back on purpose.
-            self.subs[index].core.on_seek();
+            self.shelf.lock().slots[index].core.on_seek();
             self.restart_at(index, boundary).await;
         }
         Ok(())
@@ -210,8 +218,10 @@ impl Driver {
     /// dropped and the old consumer's messages ignored.
     async fn restart_at(&mut self, index: usize, boundary: Option<MessageId>) {
         let inclusive = self.settings.options.start_inclusive;
-        let sub = &mut self.subs[index];
-        sub.position.seek(boundary, inclusive);
+        self.shelf.lock().slots[index]
+            .position
+            .seek(boundary, inclusive);
+        let sub = &self.subs[index];
         let (conn, id) = (sub.conn.clone(), sub.id);
         let _ = conn.close_consumer(id).await;
         self.reconnect(index, None).await;
@@ -246,14 +256,16 @@ impl Driver {
     /// Whether a message is queued, or the broker holds one after what
     /// each partition handed out.
     pub(super) async fn has_message_available(&mut self) -> Result<bool, ConsumerError> {
-        if self.subs.iter().any(|s| s.core.queued() > 0) {
+        if self.shelf.lock().slots.iter().any(|s| s.core.queued() > 0) {
             return Ok(true);
         }
         let op = "GET_LAST_MESSAGE_ID";
         let answers = self
             .request_each(op, |_| true, commands::get_last_message_id)
             .await?;
-        for (sub, answer) in self.subs.iter().filter(|s| !s.removed).zip(answers) {
+        let live = (0..self.subs.len()).filter(|i| !self.subs[*i].removed);
+        for (index, answer) in live.zip(answers) {
+            let sub = &self.subs[index];
             let Response::GetLastMessageIdResponse(r) = answer else {
                 return Err(ConsumerError::UnexpectedResponse {
                     op,
@@ -261,7 +273,7 @@ impl Driver {
                     got: answer.kind(),
                 });
             };
-            if sub
+            if self.shelf.lock().slots[index]
                 .position
                 .has_more(MessageId::from_proto(&r.last_message_id))
             {

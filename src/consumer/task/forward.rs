@@ -71,8 +71,8 @@ impl Forwards {
     }
 
     /// Where the copies go, and what they remember of each delivery.
-    pub(super) fn letters(&self) -> Option<&Letters> {
-        self.letters.as_deref()
+    pub(super) fn letters(&self) -> Option<&Arc<Letters>> {
+        self.letters.as_ref()
     }
 
     /// The permits held back, once the forwards in flight are below the bound.
@@ -138,7 +138,9 @@ impl Driver {
                 Err(())
             }
         };
-        sub.core.on_dead_letter_result(origin, result);
+        self.shelf.lock().slots[index]
+            .core
+            .on_dead_letter_result(origin, result);
         self.run_actions(index).await;
         let released = self.settings.forwards.release();
         self.send_withheld(released).await;

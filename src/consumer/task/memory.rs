@@ -24,11 +24,11 @@ use super::*;
 /// A wait for room in the budget (one permit free), then nothing.
 type Waiter = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
-/// The bytes this consumer's queues take from the client's memory budget.
+/// FLOWs held back while this consumer's queues use up the client's
+/// memory budget (the bytes they hold are counted on the shelf, see
+/// shelf.rs, where the application takes them).
 pub(crate) struct MemoryShare {
     budget: Arc<Semaphore>,
-    /// Bytes taken for each sub's queue (at most what it holds).
-    held: Vec<usize>,
     /// FLOWs held back while at the limit: (sub index, the consumer id
     /// they are for, permits).
     withheld: WithheldFlows,
@@ -39,7 +39,6 @@ pub(crate) struct MemoryShare {
 impl std::fmt::Debug for MemoryShare {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryShare")
-            .field("held", &self.held.iter().sum::<usize>())
             .field("withheld", &self.withheld)
             .finish_non_exhaustive()
     }
@@ -50,25 +49,14 @@ impl MemoryShare {
     pub(crate) fn new(budget: Arc<Semaphore>) -> Self {
         Self {
             budget,
-            held: Vec::new(),
             withheld: Vec::new(),
             waiter: None,
         }
     }
 
-    /// Sub `index` now queues `bytes`: takes what it gained from the
-    /// budget (as far as it has room) or gives back what it lost.
-    pub(crate) fn sync(&mut self, index: usize, bytes: usize) {
-        if self.held.len() <= index {
-            self.held.resize(index + 1, 0);
-        }
-        let held = &mut self.held[index];
-        if bytes < *held {
-            self.budget.add_permits(*held - bytes);
-            *held = bytes;
-        } else if bytes > *held {
-            *held += self.budget.forget_permits(bytes - *held);
-        }
+    /// Whether FLOWs are held back.
+    pub(crate) fn withholds(&self) -> bool {
+        !self.withheld.is_empty()
     }
 
     /// Whether the budget is used up.
@@ -134,38 +122,30 @@ impl MemoryShare {
             None => std::future::pending().await,
         }
     }
-
-    /// Bytes taken from the budget, for tests.
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        self.held.iter().sum()
-    }
-}
-
-impl Drop for MemoryShare {
-    fn drop(&mut self) {
-        self.budget.add_permits(self.held.iter().sum());
-    }
 }
 
 impl Driver {
     /// Brings sub `index`'s share of the memory budget in line with what
     /// its queue holds.
     pub(super) fn sync_memory(&mut self, index: usize) {
-        let bytes = self.subs[index].core.queued_bytes();
-        self.memory.sync(index, bytes);
+        self.shelf.lock().sync_memory(index);
     }
 
     /// Brings every sub's share in line, then sends the FLOWs held back
     /// that may go out now (to subs still on the consumer id they were for).
     pub(super) async fn balance_memory(&mut self) {
-        for index in 0..self.subs.len() {
-            self.sync_memory(index);
-        }
-        let subs = &self.subs;
-        let released = self
-            .memory
-            .release(|index| subs.get(index).is_none_or(|s| s.core.queued() == 0));
+        let released = {
+            let mut shelved = self.shelf.lock();
+            for index in 0..shelved.slots.len() {
+                shelved.sync_memory(index);
+            }
+            let slots = &shelved.slots;
+            let released = self
+                .memory
+                .release(|index| slots.get(index).is_none_or(|s| s.core.queued() == 0));
+            shelved.flows_withheld = self.memory.withholds();
+            released
+        };
         self.send_withheld(released).await;
     }
 }
@@ -177,23 +157,21 @@ mod tests {
     #[test]
     fn queued_bytes_are_taken_and_given_back() {
         let budget = Arc::new(Semaphore::new(100));
-        let mut share = MemoryShare::new(budget.clone());
+        let mut share = shelf::HeldBytes::new(budget.clone());
         share.sync(0, 30);
         share.sync(2, 50);
-        assert_eq!((share.held(), budget.available_permits()), (80, 20));
+        assert_eq!((share.total(), budget.available_permits()), (80, 20));
         share.sync(0, 10);
-        assert_eq!((share.held(), budget.available_permits()), (60, 40));
-        assert!(!share.reached());
+        assert_eq!((share.total(), budget.available_permits()), (60, 40));
         // Past the limit: the queue holds 130, the budget covers 100.
         share.sync(2, 120);
-        assert_eq!((share.held(), budget.available_permits()), (100, 0));
-        assert!(share.reached());
+        assert_eq!((share.total(), budget.available_permits()), (100, 0));
         // What could not be covered is taken once there is room.
         budget.add_permits(15);
         share.sync(2, 120);
-        assert_eq!((share.held(), budget.available_permits()), (115, 0));
+        assert_eq!((share.total(), budget.available_permits()), (115, 0));
         share.sync(2, 0);
-        assert_eq!((share.held(), budget.available_permits()), (10, 105));
+        assert_eq!((share.total(), budget.available_permits()), (10, 105));
         drop(share);
         assert_eq!(
             budget.available_permits(),
@@ -203,12 +181,27 @@ mod tests {
     }
 
     #[test]
+    fn bytes_go_back_in_steps_of_an_eighth_or_all_at_once() {
+        let budget = Arc::new(Semaphore::new(1000));
+        let mut share = shelf::HeldBytes::new(budget.clone());
+        share.sync(0, 800);
+        share.sync(0, 750);
+        assert_eq!(share.total(), 800, "50 is less than an eighth of 800");
+        share.sync(0, 700);
+        assert_eq!((share.total(), budget.available_permits()), (700, 300));
+        share.sync(0, 690);
+        share.sync(0, 0);
+        assert_eq!((share.total(), budget.available_permits()), (0, 1000));
+    }
+
+    #[test]
     fn flows_wait_while_the_budget_is_used_up_and_the_queue_holds_messages() {
         let budget = Arc::new(Semaphore::new(10));
         let mut share = MemoryShare::new(budget.clone());
+        let mut held = shelf::HeldBytes::new(budget.clone());
         let (a, b) = (ConsumerId(1), ConsumerId(2));
         assert!(!share.withhold(0, a, 5, false), "room left");
-        share.sync(0, 10);
+        held.sync(0, 10);
         assert!(share.withhold(0, a, 5, false));
         assert!(share.withhold(0, a, 3, false));
         assert!(!share.withhold(1, b, 4, true), "an empty queue still asks");
@@ -216,7 +209,7 @@ mod tests {
         assert_eq!(share.release(|_| false), []);
         assert!(share.waiter.is_some(), "waits for room");
         assert_eq!(share.release(|i| i == 1), [(1, b, 4)], "its queue emptied");
-        share.sync(0, 9);
+        held.sync(0, 9);
         assert_eq!(share.release(|_| false), [(0, a, 8)], "room again");
         assert!(share.waiter.is_none());
     }
@@ -226,7 +219,8 @@ mod tests {
         use futures::FutureExt;
         let budget = Arc::new(Semaphore::new(1));
         let mut share = MemoryShare::new(budget.clone());
-        share.sync(0, 1);
+        let mut held = shelf::HeldBytes::new(budget.clone());
+        held.sync(0, 1);
         assert!(share.withhold(0, ConsumerId(1), 1, false));
         assert!(share.release(|_| false).is_empty());
         assert!(share.room().now_or_never().is_none(), "no room yet");

@@ -19,6 +19,7 @@ mod forward;
 mod memory;
 mod observe;
 mod resubscribe;
+mod shelf;
 mod txn_acks;
 
 pub(crate) use attach::expand;
@@ -27,6 +28,7 @@ pub(crate) use command::{Activity, Command, TopicsRead};
 pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
+pub(crate) use shelf::{Shelf, Taken};
 
 /// FLOWs held back: (sub index, the consumer id they are for, permits).
 type WithheldFlows = Vec<(usize, ConsumerId, u32)>;

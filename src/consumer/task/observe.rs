@@ -1,31 +1,15 @@
 //! What the driver tells the consumer's stats, interceptors and
-//! dead-letter history: one call per event, each from one place in the
-//! driver. Without interceptors or a dead-letter policy a call is a
-//! counter's increment and a check of an empty list.
+//! dead-letter history: one call per event, each from one place (messages
+//! handed out and acks go through the shelf's observers, see shelf.rs).
+//! Without interceptors or a dead-letter policy a call is a counter's
+//! increment and a check of an empty list.
 
 use super::*;
 
 impl Driver {
-    /// `message` goes to the application now.
-    pub(super) fn observe_delivery(&self, message: &Message) {
-        self.settings.stats.received(message.payload().len());
-        if let Some(letters) = self.settings.forwards.letters() {
-            letters.delivered(message);
-        }
-        for interceptor in self.settings.interceptors.iter() {
-            interceptor.before_consume(message);
-        }
-    }
-
     /// The application acked `id` of `topic`; the core recorded it.
     pub(super) fn observe_ack(&self, topic: &str, id: MessageId, cumulative: bool) {
-        self.settings.stats.acked();
-        if let Some(letters) = self.settings.forwards.letters() {
-            letters.settled(id);
-        }
-        for interceptor in self.settings.interceptors.iter() {
-            interceptor.on_acknowledge(topic, id, cumulative);
-        }
+        self.shelf.observers.acked(topic, id, cumulative);
     }
 
     /// The application nacked `id` of `topic`.
@@ -38,14 +22,19 @@ impl Driver {
 
     /// Sub `index`'s core ticked: the messages whose ack timeout expired.
     pub(super) fn observe_ack_timeouts(&self, index: usize) {
-        let sub = &self.subs[index];
-        let ids = sub.core.timed_out();
-        if ids.is_empty() {
-            return;
-        }
-        self.settings.stats.timed_out(ids.len());
+        // Interceptors run without the shelf's lock: they may ack.
+        let ids = {
+            let shelved = self.shelf.lock();
+            let ids = shelved.slots[index].core.timed_out();
+            self.settings.stats.timed_out(ids.len());
+            if ids.is_empty() || self.settings.interceptors.is_empty() {
+                return;
+            }
+            ids.to_vec()
+        };
+        let name = &self.subs[index].name;
         for interceptor in self.settings.interceptors.iter() {
-            interceptor.on_ack_timeout(&sub.name, ids);
+            interceptor.on_ack_timeout(name, &ids);
         }
     }
 }

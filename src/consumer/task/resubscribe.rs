@@ -125,8 +125,13 @@ impl Driver {
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         let sub = &mut self.subs[index];
         let durable = self.settings.options.durable;
-        sub.position.on_reconnect(sub.core.first_queued(), durable);
-        sub.core.on_reconnect();
+        {
+            let mut shelved = self.shelf.lock();
+            let slot = &mut shelved.slots[index];
+            slot.position
+                .on_reconnect(slot.core.first_queued(), durable);
+            slot.core.on_reconnect();
+        }
         sub.chunks.restart();
         sub.generation += 1;
         // The shared rule (crate::backoff): the delays start over only
@@ -157,9 +162,13 @@ impl Driver {
             .or_default()
             .next_delay();
         let (client, mut options) = (self.settings.client.clone(), self.settings.options.clone());
-        options.start_message_id = sub.position.start_id().or(options.start_message_id);
-        let (topic, generation, epoch) =
-            (sub.topic.clone(), sub.generation, sub.core.consumer_epoch());
+        let (start, epoch) = {
+            let shelved = self.shelf.lock();
+            let slot = &shelved.slots[index];
+            (slot.position.start_id(), slot.core.consumer_epoch())
+        };
+        options.start_message_id = start.or(options.start_message_id);
+        let (topic, generation) = (sub.topic.clone(), sub.generation);
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");
         self.resubscribes
             .spawn(delay, index, generation, async move {
@@ -195,7 +204,9 @@ impl Driver {
                 sub.lost = false;
                 sub.subscribed_at = clock::now();
                 sub.delivered = false;
-                sub.core.on_subscribed(sub.subscribed_at);
+                self.shelf.lock().slots[index]
+                    .core
+                    .on_subscribed(sub.subscribed_at);
                 self.listen(index, generation, rx);
                 self.run_actions(index).await;
                 self.flush_acks(index).await;

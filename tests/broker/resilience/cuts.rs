@@ -101,7 +101,10 @@ async fn twenty_reset_connections_during_consumption_with_individual_acks_lose_n
 }
 
 /// Consumes 10,000 messages with individual acks through the proxy, which
-/// cuts the connection every 400 deliveries, 20 times in all.
+/// cuts the connection 20 times in all: after 300 deliveries, once the
+/// consumer is on a new connection since the last cut (the application may
+/// take what its receiver queue holds faster than the consumer subscribes
+/// again).
 async fn consume_through_cuts(cut: Cut) {
     const TOTAL: u64 = 10_000;
     let broker = TestBroker::start().await;
@@ -115,6 +118,7 @@ async fn consume_through_cuts(cut: Cut) {
 
     let mut seen = HashSet::new();
     let mut deliveries = 0u64;
+    let (mut cuts, mut last_cut) = (0u64, (0u64, 0usize));
     guard("consume through 20 cuts", async {
         while (seen.len() as u64) < TOTAL {
             let m = consumer.receive().await.expect("receive");
@@ -122,8 +126,13 @@ async fn consume_through_cuts(cut: Cut) {
             seen.insert(number(m.payload()).expect("a test payload"));
             // An ack lost with its connection only means a redelivery.
             let _ = consumer.ack(&m).await;
-            // Every 400 deliveries, so all 20 cuts land before the end.
-            if deliveries % 400 == 0 && deliveries / 400 <= CUTS {
+            // Every 300 deliveries at least, so all 20 cuts land before
+            // the end; each on a connection made since the last one.
+            let (at, connections) = last_cut;
+            let reconnected = cuts == 0 || proxy.accepted() > connections;
+            if cuts < CUTS && deliveries - at >= 300 && reconnected {
+                last_cut = (deliveries, proxy.accepted());
+                cuts += 1;
                 match cut {
                     Cut::Close => proxy.close_all(),
                     Cut::Reset => proxy.cut_all(),
@@ -137,6 +146,7 @@ async fn consume_through_cuts(cut: Cut) {
         TOTAL,
         "every message delivered at least once"
     );
+    assert_eq!(cuts, CUTS, "every cut landed before the end");
     assert!(
         proxy.accepted() > CUTS as usize,
         "{} connections",

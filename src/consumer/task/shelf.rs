@@ -1,0 +1,370 @@
+//! The shelf: each partition's core (its receiver queue, its unacked
+//! messages) and position, under one lock the task and the handles share.
+//!
+//! A `receive()` takes the next message from the shelf itself, and an
+//! `ack()` records itself in the core, without a round trip to the task:
+//! the core runs the same code as when the task takes for a waiting
+//! receiver, at the moment the application asks, so the ack-timeout clock
+//! and the permit refill start there. What needs the network (a FLOW due,
+//! an ACK to send, a redelivery) waits in the core as an action; the
+//! handle marks the sub and wakes the task, which carries the actions out.
+//!
+//! The handles go to the task instead (a command, answered when a message
+//! is there) whenever taking directly could reorder what the application
+//! asked for: while a command of theirs is not done yet, while receivers
+//! or batch receives wait in the task, while a report (a partition lost)
+//! waits for the next receiver, and on a zero receiver queue, where each
+//! receiver asks the broker for its message.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::{Notify, Semaphore};
+
+use super::*;
+
+/// One sub's part of the shelf.
+pub(super) struct Slot {
+    pub(super) name: Arc<str>,
+    pub(super) core: ConsumerCore<Message>,
+    pub(super) position: Position,
+    /// Its topic is gone: nothing to take or ack there.
+    pub(super) removed: bool,
+}
+
+/// What is under the lock.
+pub(super) struct Shelved {
+    /// The subs' slots, in the task's order.
+    pub(super) slots: Vec<Slot>,
+    /// Round-robin start for taking across partitions.
+    pub(super) next_sub: usize,
+    /// Whether the task allows direct takes now (no receivers waiting in
+    /// it, no report due, a receiver queue).
+    open: bool,
+    /// The consumer closed: never open again.
+    closed: bool,
+    /// Commands sent by handles and not yet done by the task.
+    pub(super) in_flight: usize,
+    /// Subs whose cores hold actions a handle left (see [`Shelf::touch`]).
+    pub(super) touched: Vec<usize>,
+    /// Whether FLOWs wait for the memory budget: a take may release them.
+    pub(super) flows_withheld: bool,
+    /// The bytes each sub's queue takes from the client's memory budget.
+    pub(super) held: HeldBytes,
+    /// When the task started: the instant the cores get when they do not
+    /// use the clock (see [`Shelved::core_now`]).
+    started: std::time::Instant,
+}
+
+impl Shelved {
+    /// The instant for the cores' calls: the clock when they use it (an
+    /// ack timeout or a delayed nack), else the task's start, which they
+    /// ignore; reading the clock per message cost ~3% of a consume run.
+    pub(super) fn core_now(&self) -> std::time::Instant {
+        if self.slots.iter().any(|s| s.core.uses_clock()) {
+            clock::now()
+        } else {
+            self.started
+        }
+    }
+
+    /// The sub reading `topic` now (not one whose topic is gone).
+    pub(super) fn find(&self, topic: &str) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| &*s.name == topic && !s.removed)
+    }
+
+    /// Takes the next queued message, partitions in turn: the sub it came
+    /// from and the message (see [`ConsumerCore::pop_for_application`]).
+    /// Brings the sub's share of the memory budget in line, and marks the
+    /// sub when the task has work: actions, FLOWs held back that may go
+    /// now, or its timer to move (an ack timeout started).
+    pub(super) fn take(&mut self, now: std::time::Instant) -> Option<(usize, Incoming<Message>)> {
+        let n = self.slots.len();
+        for k in 0..n {
+            let index = (self.next_sub + k) % n;
+            let slot = &mut self.slots[index];
+            let deadline = slot.core.next_deadline();
+            if let Some(incoming) = slot.core.pop_for_application(now) {
+                slot.position.handed_out(incoming.id, incoming.batch_size);
+                let work = slot.core.has_actions()
+                    || self.flows_withheld
+                    || earlier(slot.core.next_deadline(), deadline);
+                self.held.sync(index, slot.core.queued_bytes());
+                self.next_sub = (index + 1) % n;
+                if work {
+                    self.touch(index);
+                }
+                return Some((index, incoming));
+            }
+        }
+        None
+    }
+
+    /// Marks sub `index` as having work for the task.
+    fn touch(&mut self, index: usize) {
+        if !self.touched.contains(&index) {
+            self.touched.push(index);
+        }
+    }
+
+    /// Allows direct takes, or not (never once closed).
+    pub(super) fn set_open(&mut self, open: bool) {
+        self.open = open && !self.closed;
+    }
+
+    /// The consumer closes: nothing is taken or acked here any more (the
+    /// handles go to the task, and find it gone).
+    pub(super) fn close(&mut self) {
+        self.closed = true;
+        self.open = false;
+    }
+
+    /// Brings sub `index`'s share of the memory budget in line with its queue.
+    pub(super) fn sync_memory(&mut self, index: usize) {
+        let bytes = self.slots[index].core.queued_bytes();
+        self.held.sync(index, bytes);
+    }
+}
+
+/// Whether deadline `now` comes before deadline `before` (or is new).
+fn earlier(now: Option<std::time::Instant>, before: Option<std::time::Instant>) -> bool {
+    match (now, before) {
+        (Some(now), Some(before)) => now < before,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// The shelf, shared by the task and every handle.
+pub(crate) struct Shelf {
+    state: Mutex<Shelved>,
+    /// Wakes the task when a handle left actions in a core.
+    pub(super) work: Notify,
+    /// Told of every message handed out and every ack.
+    pub(super) observers: Observers,
+}
+
+impl std::fmt::Debug for Shelf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shelf").finish_non_exhaustive()
+    }
+}
+
+/// What a direct take found.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// A message, or in its place the error naming one the application
+    /// must not get (see [`ConsumerError::Unreadable`]).
+    Message(Result<Message, ConsumerError>),
+    /// Nothing queued now.
+    Empty,
+    /// The task must answer (see the module documentation).
+    AskTheTask,
+}
+
+impl Shelf {
+    /// An empty shelf, its queues' bytes counted against `budget`.
+    pub(super) fn new(budget: Arc<Semaphore>, observers: Observers, open: bool) -> Self {
+        Self {
+            state: Mutex::new(Shelved {
+                slots: Vec::new(),
+                next_sub: 0,
+                open,
+                closed: false,
+                in_flight: 0,
+                touched: Vec::new(),
+                flows_withheld: false,
+                held: HeldBytes::new(budget),
+                started: clock::now(),
+            }),
+            work: Notify::new(),
+            observers,
+        }
+    }
+
+    /// A shelf that sends every request to the task (handle tests).
+    #[cfg(test)]
+    pub(crate) fn closed() -> Self {
+        let observers = Observers {
+            stats: Arc::new(ConsumerRecorder::new(Duration::from_secs(60), clock::now())),
+            letters: None,
+            interceptors: Chain::new(Vec::new()),
+        };
+        Self::new(Arc::new(Semaphore::new(1)), observers, false)
+    }
+
+    /// The shelf, locked. A panic elsewhere never leaves it unusable: the
+    /// cores stay consistent between calls.
+    pub(super) fn lock(&self) -> MutexGuard<'_, Shelved> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A handle sends the task a command: no direct take until it is done.
+    pub(crate) fn command_sent(&self) {
+        self.lock().in_flight += 1;
+    }
+
+    /// The task is done with a handle's command.
+    pub(super) fn command_done(&self) {
+        let mut shelved = self.lock();
+        shelved.in_flight = shelved.in_flight.saturating_sub(1);
+    }
+
+    /// A handle's `receive()`: the next queued message, taken now, if the
+    /// task allows it.
+    pub(crate) fn take(&self) -> Taken {
+        let mut shelved = self.lock();
+        if !shelved.open || shelved.in_flight > 0 {
+            return Taken::AskTheTask;
+        }
+        let now = shelved.core_now();
+        let taken = shelved.take(now);
+        if taken.is_none() {
+            // Finding every queue empty may let a coalesced rewind go out.
+            for index in 0..shelved.slots.len() {
+                if shelved.slots[index].core.has_actions() {
+                    shelved.touch(index);
+                }
+            }
+        }
+        let wake = !shelved.touched.is_empty();
+        drop(shelved);
+        if wake {
+            self.work.notify_one();
+        }
+        match taken {
+            Some((_, incoming)) => Taken::Message(self.observers.hand_out(incoming.message)),
+            None => Taken::Empty,
+        }
+    }
+
+    /// A handle's `ack()` without receipts, recorded in the core now;
+    /// false if the task must do it (an unknown topic: the task answers).
+    pub(crate) fn ack(&self, topic: &str, id: MessageId, batch_size: Option<u32>) -> bool {
+        let mut shelved = self.lock();
+        let Some(index) = shelved.find(topic).filter(|_| !shelved.closed) else {
+            return false;
+        };
+        let now = shelved.core_now();
+        shelved.slots[index]
+            .core
+            .ack_with_batch_size(now, id, batch_size);
+        if shelved.slots[index].core.has_actions() {
+            shelved.touch(index);
+        }
+        let wake = !shelved.touched.is_empty();
+        drop(shelved);
+        self.observers.acked(topic, id, false);
+        if wake {
+            self.work.notify_one();
+        }
+        true
+    }
+
+    /// The subs handles left actions in, since the last call.
+    pub(super) fn touched(&self) -> Vec<usize> {
+        std::mem::take(&mut self.lock().touched)
+    }
+}
+
+/// Where deliveries and answers are told: the consumer's statistics, its
+/// dead-letter history and its interceptors.
+pub(crate) struct Observers {
+    pub(super) stats: Arc<ConsumerRecorder>,
+    pub(super) letters: Option<Arc<crate::consumer::letters::Letters>>,
+    pub(super) interceptors: Chain<dyn ConsumerInterceptor>,
+}
+
+impl Observers {
+    /// A message leaves the core for the application: counted and told,
+    /// or, for one the application must not get, the error naming it
+    /// (the core holds it as handed out: unacked, under the ack timeout).
+    pub(super) fn hand_out(&self, message: Message) -> Result<Message, ConsumerError> {
+        match message.unreadable() {
+            None => {
+                self.stats.received(message.payload().len());
+                if let Some(letters) = &self.letters {
+                    letters.delivered(&message);
+                }
+                for interceptor in self.interceptors.iter() {
+                    interceptor.before_consume(&message);
+                }
+                Ok(message)
+            }
+            Some(reason) => {
+                warn!(topic = %message.topic(), id = %message.id(), %reason, "message not handed out; left unacked");
+                Err(ConsumerError::Unreadable {
+                    topic: message.topic().to_owned(),
+                    id: message.id(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// The application acked `id` of `topic`; the core recorded it.
+    pub(super) fn acked(&self, topic: &str, id: MessageId, cumulative: bool) {
+        self.stats.acked();
+        if let Some(letters) = &self.letters {
+            letters.settled(id);
+        }
+        for interceptor in self.interceptors.iter() {
+            interceptor.on_acknowledge(topic, id, cumulative);
+        }
+    }
+}
+
+/// The bytes each sub's queue takes from the client's memory budget (at
+/// most what it holds); all given back when dropped.
+pub(super) struct HeldBytes {
+    budget: Arc<Semaphore>,
+    held: Vec<usize>,
+}
+
+impl HeldBytes {
+    pub(super) fn new(budget: Arc<Semaphore>) -> Self {
+        Self {
+            budget,
+            held: Vec::new(),
+        }
+    }
+
+    /// Sub `index` now queues `bytes`: takes what it gained from the
+    /// budget (as far as it has room) or gives back what it lost. Bytes
+    /// go back in steps of an eighth of what the queue holds (or all of
+    /// them once it is empty): giving back takes the budget's lock, which
+    /// per message cost about 2% of a consume run's CPU.
+    pub(super) fn sync(&mut self, index: usize, bytes: usize) {
+        if self.held.len() <= index {
+            self.held.resize(index + 1, 0);
+        }
+        let held = &mut self.held[index];
+        if bytes < *held {
+            let freed = *held - bytes;
+            if bytes == 0 || freed >= *held / 8 {
+                self.budget.add_permits(freed);
+                *held = bytes;
+            }
+        } else if bytes > *held {
+            *held += self.budget.forget_permits(bytes - *held);
+        }
+    }
+
+    /// Gives everything back (the consumer ended).
+    pub(super) fn release_all(&mut self) {
+        self.budget.add_permits(self.held.drain(..).sum());
+    }
+
+    /// Bytes taken from the budget, for tests.
+    #[cfg(test)]
+    pub(super) fn total(&self) -> usize {
+        self.held.iter().sum()
+    }
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.release_all();
+    }
+}
