@@ -4,8 +4,9 @@
 //! writing out what is queued, reading a frame, the control lane (requests,
 //! registrations, acks, flow: never queued behind data), the data lane (SEND
 //! frames, bounded: producer backpressure), and one timer for request
-//! timeouts and keepalive. Outgoing frames are encoded into one buffer that
-//! is written as the socket accepts it, so a slow broker never stops the
+//! timeouts and keepalive. Outgoing frames are queued in one [`Outbox`]
+//! (a payload after its encoded head, not copied) that is written with
+//! vectored writes as the socket accepts it, so a slow broker never stops the
 //! actor from reading; while the buffer is above a high-water mark the lanes
 //! are not read, which pushes back on the handles. The sixth is fresh
 //! credentials being fetched to answer an AUTH_CHALLENGE. A socket that
@@ -19,10 +20,10 @@
 //! registration gets the same error ("poison") and the lanes are drained,
 //! so nothing waits forever.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::Buf;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -34,6 +35,7 @@ use super::command::Command;
 use super::handshake::challenge_answer;
 use super::inbound::Reaction;
 use super::keepalive::{self, Keepalive};
+use super::outbox::{MAX_SLICES, Outbox};
 use super::router::Router;
 use super::{ConnectionError, ConnectionOptions};
 use crate::auth::{self, AuthError};
@@ -42,7 +44,7 @@ use crate::codec::PulsarCodec;
 use crate::ids::ConsumerId;
 use crate::proto::BaseCommand;
 use crate::wire::commands::AuthPayload;
-use crate::wire::{self, Frame, FrameError, commands};
+use crate::wire::{Frame, FrameError, commands};
 
 /// Above this many queued output bytes the lanes are not read until the
 /// socket takes some (one frame may overshoot it).
@@ -60,7 +62,7 @@ pub(crate) struct Core {
     pub(crate) keepalive: Keepalive,
     pub(crate) options: ConnectionOptions,
     /// Encoded frames not yet written to the socket.
-    pub(crate) out: BytesMut,
+    pub(crate) out: Outbox,
     /// Since when bytes have waited for the socket without any being
     /// taken (`None` while nothing waits, or the last write made progress
     /// and nothing is left).
@@ -78,14 +80,14 @@ impl Core {
             router: Router::new(options.operation_timeout),
             keepalive: Keepalive::new(now, options.keepalive_interval),
             options,
-            out: BytesMut::new(),
+            out: Outbox::default(),
             stalled_since: None,
             pending_auth: None,
         }
     }
 
     fn write_command(&mut self, command: &BaseCommand) -> Result<(), FrameError> {
-        wire::encode_command(command, &mut self.out)
+        self.out.command(command)
     }
 
     /// The earliest moment a timer has something to do.
@@ -236,17 +238,20 @@ pub(crate) fn handle_tick(core: &mut Core, now: Instant) -> Result<(), Connectio
 /// What [`write_some`] returns for a flush.
 const FLUSHED: usize = usize::MAX;
 
-/// Writes some of `out`, or flushes once it is empty; returns the bytes
-/// written, or [`FLUSHED`].
-async fn write_some<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    out: &mut BytesMut,
-) -> io::Result<usize> {
+/// Writes some of `out` (up to [`MAX_SLICES`] pieces in one vectored
+/// write), or flushes once it is empty; returns the bytes written, or
+/// [`FLUSHED`]. Cancelled, it has taken nothing out of `out`.
+async fn write_some<W: AsyncWrite + Unpin>(writer: &mut W, out: &mut Outbox) -> io::Result<usize> {
     if out.is_empty() {
-        writer.flush().await.map(|()| FLUSHED)
-    } else {
-        writer.write_buf(out).await
+        return writer.flush().await.map(|()| FLUSHED);
     }
+    let written = {
+        let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+        let n = out.chunks_vectored(&mut slices);
+        writer.write_vectored(&slices[..n]).await?
+    };
+    out.advance(written);
+    Ok(written)
 }
 
 /// The actor's loop: runs until the socket dies, a `Close` arrives or every
@@ -310,7 +315,7 @@ pub(crate) async fn run<R, W>(
             },
             frame = lanes.data.recv(), if room && data_open => match frame {
                 Some(frame) => {
-                    if let Err(e) = wire::encode(&frame, &mut core.out) {
+                    if let Err(e) = core.out.frame(frame) {
                         warn!(error = %e, "SEND frame could not be encoded");
                     }
                 }

@@ -18,6 +18,7 @@ mod handshake;
 mod inbound;
 mod keepalive;
 mod options;
+mod outbox;
 mod router;
 
 use std::fmt;

@@ -102,6 +102,7 @@ pub struct Members {
 }
 
 impl Members {
+    #[inline]
     fn read_one(&mut self) -> Result<Member, BatchError> {
         let index = self.next;
         let truncated = |needed, available| BatchError::Truncated {
@@ -114,14 +115,14 @@ impl Members {
         if meta_size > available {
             return Err(truncated(meta_size, available));
         }
-        self.rest.advance(4);
+        // Decoded from the bytes as they lie: no shared view taken and
+        // dropped per member (the few bytes of an ordering key are copied).
         let metadata =
-            SingleMessageMetadata::decode(self.rest.split_to(meta_size)).map_err(|e| {
-                BatchError::Metadata {
-                    index,
-                    reason: e.to_string(),
-                }
+            member_metadata(&self.rest[4..4 + meta_size]).map_err(|e| BatchError::Metadata {
+                index,
+                reason: e.to_string(),
             })?;
+        self.rest.advance(4 + meta_size);
         let size = usize::try_from(metadata.payload_size).map_err(|_| BatchError::PayloadSize {
             index,
             size: metadata.payload_size,
@@ -141,6 +142,9 @@ impl Members {
 impl Iterator for Members {
     type Item = Result<Member, BatchError>;
 
+    // Inlined into the caller's loop, a member is built where the caller
+    // keeps it instead of being moved out of this function.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
@@ -167,6 +171,59 @@ impl Iterator for Members {
         let announced = usize::try_from(self.count - self.next).unwrap_or(0);
         (0, Some(announced.min(self.rest.len() / 5 + 1)))
     }
+}
+
+/// Decodes a member's metadata exactly as prost does.
+///
+/// What producers write per member is varint fields only (size, sequence
+/// id, event time, flags): those are read here directly, without prost's
+/// generic field dispatch. Anything else (properties, keys, a field this
+/// client does not know, a malformed varint) goes to prost, over the
+/// whole metadata.
+pub(super) fn member_metadata(bytes: &[u8]) -> Result<SingleMessageMetadata, prost::DecodeError> {
+    // Fields gathered in locals and the struct built once at the end: no
+    // partial writes into it that a later full-width copy would stall on.
+    let mut payload_size = 0;
+    let (mut event_time, mut sequence_id) = (None, None);
+    let mut flags: [Option<bool>; 4] = [None; 4];
+    let mut rest = bytes;
+    while let Some((&key, after_key)) = rest.split_first() {
+        // One-byte keys of the varint fields (field number << 3, wire type 0).
+        if !matches!(key, 0x18 | 0x20 | 0x28 | 0x30 | 0x40 | 0x48 | 0x50) {
+            return SingleMessageMetadata::decode(bytes);
+        }
+        rest = after_key;
+        let Ok(value) = prost::encoding::decode_varint(&mut rest) else {
+            return SingleMessageMetadata::decode(bytes);
+        };
+        match key {
+            0x18 => payload_size = value as i32,
+            0x28 => event_time = Some(value),
+            0x40 => sequence_id = Some(value),
+            0x20 => flags[0] = Some(value != 0),
+            0x30 => flags[1] = Some(value != 0),
+            0x48 => flags[2] = Some(value != 0),
+            _ => flags[3] = Some(value != 0),
+        }
+    }
+    let [
+        compacted_out,
+        partition_key_b64_encoded,
+        null_value,
+        null_partition_key,
+    ] = flags;
+    Ok(SingleMessageMetadata {
+        properties: Vec::new(),
+        partition_key: None,
+        payload_size,
+        compacted_out,
+        event_time,
+        partition_key_b64_encoded,
+        ordering_key: None,
+        sequence_id,
+        null_value,
+        null_partition_key,
+    })
 }
 
 /// Appends one member to a batch payload being built.
@@ -237,6 +294,44 @@ mod tests {
             it.next(),
             Some(Err(BatchError::TrailingBytes { count: 1, .. }))
         ));
+    }
+
+    #[test]
+    fn member_metadata_reads_what_prost_reads() {
+        let full = SingleMessageMetadata {
+            properties: vec![crate::proto::KeyValue {
+                key: "k".into(),
+                value: "v".into(),
+            }],
+            partition_key: Some("key".into()),
+            payload_size: -3,
+            compacted_out: Some(true),
+            event_time: Some(u64::MAX),
+            partition_key_b64_encoded: Some(false),
+            ordering_key: Some(Bytes::from_static(b"ok")),
+            sequence_id: Some(1 << 40),
+            null_value: Some(true),
+            null_partition_key: Some(false),
+        };
+        let varints_only = SingleMessageMetadata {
+            properties: Vec::new(),
+            partition_key: None,
+            ordering_key: None,
+            ..full.clone()
+        };
+        for meta in [full, varints_only, SingleMessageMetadata::default()] {
+            let bytes = meta.encode_to_vec();
+            assert_eq!(member_metadata(&bytes).unwrap(), meta);
+        }
+        // A varint cut short, a repeated field (the last one wins), a
+        // wire type that does not fit the field.
+        for bytes in [&[0x18, 0x80][..], &[0x40, 1, 0x40, 2], &[0x1a, 0], &[0x18]] {
+            assert_eq!(
+                member_metadata(bytes).ok(),
+                SingleMessageMetadata::decode(bytes).ok(),
+                "{bytes:?}"
+            );
+        }
     }
 
     #[test]

@@ -96,48 +96,75 @@ pub fn decode(src: &mut BytesMut, max_frame: usize) -> Result<Option<Frame>, Fra
         src.reserve((size - src.len()).min(super::DEFAULT_MAX_FRAME_SIZE));
         return Ok(None);
     }
-    let mut body = src.split_to(size).freeze();
-    body.advance(4);
-    parse_body(body).map(Some)
-}
-
-/// Parses `[command_size][BaseCommand][payload section?]`.
-fn parse_body(mut body: Bytes) -> Result<Frame, FrameError> {
-    let command_size = read_u32(&body, 0).unwrap_or(0) as usize;
-    let available = body.len() - 4;
+    let command_size = read_u32(src, 4).unwrap_or(0) as usize;
+    let available = size.saturating_sub(8);
     if command_size > available {
+        src.advance(size);
         return Err(FrameError::CommandSizeExceedsFrame {
             command_size,
             available,
         });
     }
-    body.advance(4);
-    let command = BaseCommand::decode(body.split_to(command_size)).map_err(|source| {
-        FrameError::Protobuf {
+    // The frame is built where it is returned from, and the command decoded
+    // into it: no move of the (large) command and metadata structs.
+    let mut frame = Frame::simple(BaseCommand::default());
+    if command_size == available {
+        // No payload section: the command is decoded from the buffer as it
+        // lies, without taking a shared view of it.
+        let merged = frame.command.merge(&src[8..size]);
+        src.advance(size);
+        merged.map_err(|source| FrameError::Protobuf {
             what: "BaseCommand",
             source,
-        }
-    })?;
-    let kind = command.r#type();
-    if has_body(&command) == Some(false) {
-        return Err(FrameError::MissingSubMessage { command: kind });
-    }
-    let payload = if body.is_empty() {
-        None
-    } else if matches!(kind, Type::Send | Type::Message) {
-        Some(parse_payload(body)?)
+        })?;
+        check_command(&frame.command, false)?;
     } else {
-        return Err(FrameError::UnexpectedPayload { command: kind });
-    };
-    Ok(Frame { command, payload })
+        let mut body = src.split_to(size).freeze();
+        body.advance(8);
+        frame
+            .command
+            .merge(body.split_to(command_size))
+            .map_err(|source| FrameError::Protobuf {
+                what: "BaseCommand",
+                source,
+            })?;
+        check_command(&frame.command, true)?;
+        parse_payload(body, frame.payload.insert(Payload::empty()))?;
+    }
+    Ok(Some(frame))
 }
 
-fn parse_payload(mut rest: Bytes) -> Result<Payload, FrameError> {
-    let mut broker_entry_metadata = None;
+/// Checks that the command's sub-message is there and that a payload
+/// section follows only a command that carries one.
+fn check_command(command: &BaseCommand, with_payload: bool) -> Result<(), FrameError> {
+    let kind = command.r#type();
+    if has_body(command) == Some(false) {
+        return Err(FrameError::MissingSubMessage { command: kind });
+    }
+    if with_payload && !matches!(kind, Type::Send | Type::Message) {
+        return Err(FrameError::UnexpectedPayload { command: kind });
+    }
+    Ok(())
+}
+
+impl Payload {
+    /// A payload section to decode into.
+    fn empty() -> Self {
+        Self {
+            broker_entry_metadata: None,
+            checksum: Checksum::Absent,
+            metadata: MessageMetadata::default(),
+            data: Bytes::new(),
+        }
+    }
+}
+
+/// Parses the payload section `rest` into `payload`.
+fn parse_payload(mut rest: Bytes, payload: &mut Payload) -> Result<(), FrameError> {
     if read_u16(&rest, 0) == Some(MAGIC_BROKER_ENTRY_METADATA) {
         rest.advance(2);
         let section = take_sized(&mut rest, "broker entry metadata")?;
-        broker_entry_metadata = Some(decode_proto(section, "BrokerEntryMetadata")?);
+        payload.broker_entry_metadata = Some(decode_proto(section, "BrokerEntryMetadata")?);
     }
     let carried = match read_u16(&rest, 0) {
         Some(MAGIC_CRC32C) => {
@@ -152,23 +179,22 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, FrameError> {
         Some(found) if found >> 8 == 0x0e => return Err(FrameError::BadMagic { found }),
         _ => None,
     };
-    let checksum = match carried {
+    payload.checksum = match carried {
         None => Checksum::Absent,
         Some(carried) => match crc32c(&[&rest]) {
             computed if computed == carried => Checksum::Valid,
             computed => Checksum::Mismatch { carried, computed },
         },
     };
-    let metadata = decode_proto(
-        take_sized(&mut rest, "message metadata")?,
-        "MessageMetadata",
-    )?;
-    Ok(Payload {
-        broker_entry_metadata,
-        checksum,
-        metadata,
-        data: rest,
-    })
+    payload
+        .metadata
+        .merge(take_sized(&mut rest, "message metadata")?)
+        .map_err(|source| FrameError::Protobuf {
+            what: "MessageMetadata",
+            source,
+        })?;
+    payload.data = rest;
+    Ok(())
 }
 
 /// Splits `[size u32][size bytes]` off the front of `rest`.
@@ -278,8 +304,7 @@ pub fn encode_command(command: &BaseCommand, dst: &mut BytesMut) -> Result<(), F
 
 /// Appends a checksummed payload frame (a SEND, as a client writes it) to `dst`.
 ///
-/// The payload bytes are copied once, into `dst`; the checksum is computed
-/// over the metadata and payload as they land there.
+/// The payload bytes are copied once, into `dst`.
 ///
 /// # Errors
 /// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.
@@ -289,7 +314,7 @@ pub fn encode_payload(
     data: &[u8],
     dst: &mut BytesMut,
 ) -> Result<(), FrameError> {
-    write_payload_frame(command, None, Checksum::Valid, metadata, data, dst)
+    write_send(command, metadata, data, dst, Body::Copied)
 }
 
 /// Appends everything of a checksummed payload frame except the payload
@@ -298,8 +323,8 @@ pub fn encode_payload(
 ///
 /// The zero-copy send path: the checksum is computed over `data` where it
 /// lies, and a writer that sends the head and the payload `Bytes` with one
-/// vectored write never copies the payload. (The connection's data lane
-/// uses [`encode`], which copies the payload once into its write buffer.)
+/// vectored write never copies the payload. ([`encode_head`] does the same
+/// for any [`Frame`]; the connection's data lane uses it.)
 ///
 /// # Errors
 /// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.
@@ -325,22 +350,7 @@ pub fn encode_payload_head(
     data: &[u8],
     dst: &mut BytesMut,
 ) -> Result<(), FrameError> {
-    let command_len = command.encoded_len();
-    let metadata_len = metadata.encoded_len();
-    let total = size_field(4 + command_len + 6 + 4 + metadata_len + data.len())?;
-    dst.reserve(4 + total as usize - data.len());
-    dst.put_u32(total);
-    dst.put_u32(command_len as u32);
-    command.encode_raw(dst);
-    dst.put_u16(MAGIC_CRC32C);
-    let crc_at = dst.len();
-    dst.put_u32(0);
-    let covered_from = dst.len();
-    dst.put_u32(metadata_len as u32);
-    metadata.encode_raw(dst);
-    let crc = crc32c(&[&dst[covered_from..], data]);
-    dst[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
-    Ok(())
+    write_send(command, metadata, data, dst, Body::After)
 }
 
 /// Appends `frame` to `dst`, exactly as [`decode`] would read it back.
@@ -348,6 +358,59 @@ pub fn encode_payload_head(
 /// # Errors
 /// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.
 pub fn encode(frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+    write_frame(frame, dst, Body::Copied)
+}
+
+/// Appends `frame` to `dst` without its payload bytes: the frame on the
+/// wire is `dst`'s new bytes followed by `frame.payload.data` (for a frame
+/// without payload, the whole frame).
+///
+/// The zero-copy send path the connection's data lane takes: the checksum
+/// is computed over the payload where it lies, and the payload `Bytes` is
+/// written after the head, never copied into the write buffer.
+///
+/// # Errors
+/// [`FrameError::TooLarge`] if the frame cannot be described in 32 bits.
+///
+/// # Examples
+/// ```
+/// use bytes::{Bytes, BytesMut};
+/// use pulsar_wire::ids::{ProducerId, SequenceId};
+/// use pulsar_wire::proto::MessageMetadata;
+/// use pulsar_wire::wire::{self, commands, Checksum, Frame, Payload};
+///
+/// let frame = Frame {
+///     command: commands::send(ProducerId(1), SequenceId(0), 1),
+///     payload: Some(Payload {
+///         broker_entry_metadata: None,
+///         checksum: Checksum::Valid,
+///         metadata: MessageMetadata { producer_name: "p".into(), ..Default::default() },
+///         data: Bytes::from_static(b"payload"),
+///     }),
+/// };
+/// let (mut head, mut whole) = (BytesMut::new(), BytesMut::new());
+/// wire::encode_head(&frame, &mut head)?;
+/// wire::encode(&frame, &mut whole)?;
+/// assert_eq!([&head[..], b"payload"].concat(), &whole[..]);
+/// # Ok::<(), wire::FrameError>(())
+/// ```
+pub fn encode_head(frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+    write_frame(frame, dst, Body::After)
+}
+
+/// A SEND as a client writes it: checksummed, no broker entry metadata.
+fn write_send(
+    command: &BaseCommand,
+    metadata: &MessageMetadata,
+    data: &[u8],
+    dst: &mut BytesMut,
+    body: Body,
+) -> Result<(), FrameError> {
+    let checksum = Checksum::Valid;
+    write_payload_frame(command, None, checksum, metadata, data, dst, body)
+}
+
+fn write_frame(frame: &Frame, dst: &mut BytesMut, body: Body) -> Result<(), FrameError> {
     match &frame.payload {
         None => encode_command(&frame.command, dst),
         Some(p) => write_payload_frame(
@@ -357,8 +420,18 @@ pub fn encode(frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
             &p.metadata,
             &p.data,
             dst,
+            body,
         ),
     }
+}
+
+/// Where the payload bytes of a payload frame go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Copied into the buffer after the metadata.
+    Copied,
+    /// Left out: the caller writes them after the buffer's new bytes.
+    After,
 }
 
 fn write_payload_frame(
@@ -368,6 +441,7 @@ fn write_payload_frame(
     metadata: &MessageMetadata,
     data: &[u8],
     dst: &mut BytesMut,
+    body: Body,
 ) -> Result<(), FrameError> {
     let command_len = command.encoded_len();
     let entry_len = entry_metadata.map(prost::Message::encoded_len);
@@ -381,7 +455,8 @@ fn write_payload_frame(
             + metadata_len
             + data.len(),
     )?;
-    dst.reserve(4 + total as usize);
+    let copied = if body == Body::Copied { data.len() } else { 0 };
+    dst.reserve(4 + total as usize - data.len() + copied);
     dst.put_u32(total);
     dst.put_u32(command_len as u32);
     command.encode_raw(dst);
@@ -398,13 +473,17 @@ fn write_payload_frame(
     let covered_from = dst.len();
     dst.put_u32(metadata_len as u32);
     metadata.encode_raw(dst);
-    dst.put_slice(data);
     let crc = match checksum {
-        Checksum::Absent => return Ok(()),
-        Checksum::Valid => crc32c(&[&dst[covered_from..]]),
-        Checksum::Mismatch { carried, .. } => carried,
+        Checksum::Absent => None,
+        Checksum::Valid => Some(crc32c(&[&dst[covered_from..], data])),
+        Checksum::Mismatch { carried, .. } => Some(carried),
     };
-    dst[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+    if let Some(crc) = crc {
+        dst[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+    if body == Body::Copied {
+        dst.put_slice(data);
+    }
     Ok(())
 }
 

@@ -39,8 +39,8 @@ mod tests;
 
 pub use error::FrameError;
 pub use frame::{
-    Checksum, Frame, Payload, decode, encode, encode_command, encode_payload, encode_payload_head,
-    encoded_len,
+    Checksum, Frame, Payload, decode, encode, encode_command, encode_head, encode_payload,
+    encode_payload_head, encoded_len,
 };
 
 /// The largest message a broker accepts unless its CONNECTED says otherwise (5 MiB).

@@ -456,6 +456,15 @@ proptest! {
     }
 
     #[test]
+    fn the_head_and_the_payload_after_it_are_the_whole_frame(frame in any_frame()) {
+        let (mut head, mut whole) = (BytesMut::new(), BytesMut::new());
+        encode_head(&frame, &mut head).unwrap();
+        encode(&frame, &mut whole).unwrap();
+        let data = frame.payload.as_ref().map_or(&[][..], |p| &p.data[..]);
+        prop_assert_eq!([&head[..], data].concat(), &whole[..]);
+    }
+
+    #[test]
     fn any_split_of_a_frame_stream_decodes_the_same(
         frames in vec(any_frame(), 1..6),
         cuts in vec(any::<prop::sample::Index>(), 0..8),
@@ -505,6 +514,22 @@ proptest! {
             }
         }
         prop_assert!(buf.capacity() <= 2 * (max + bytes.len()) + 64);
+    }
+
+    #[test]
+    fn member_metadata_decodes_as_prost_does(
+        bytes in vec(
+            prop_oneof![
+                3 => prop::sample::select(vec![0x18u8, 0x20, 0x28, 0x30, 0x40, 0x48, 0x50, 0x80, 0xff, 0, 1]),
+                1 => any::<u8>(),
+            ],
+            0..48,
+        ),
+    ) {
+        prop_assert_eq!(
+            batch::member_metadata(&bytes).ok(),
+            <proto::SingleMessageMetadata as prost::Message>::decode(&bytes[..]).ok()
+        );
     }
 
     #[test]

@@ -36,8 +36,14 @@ pub(crate) struct IdIndex {
 pub(crate) enum Probe {
     /// Already present.
     Found,
-    /// Absent; [`IdIndex::fill`] this slot to add it.
-    Vacant(usize),
+    /// Absent; [`IdIndex::fill`] this vacancy to add it.
+    Vacant(Vacancy),
+}
+
+/// Where an absent id goes: its slot, and its place (hashed once).
+pub(crate) struct Vacancy {
+    slot: usize,
+    place: u32,
 }
 
 /// The hashed block of the id's 16-entry run, then its offset in the block.
@@ -86,16 +92,18 @@ impl IdIndex {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        match self.probe(id, place(id), &key_of) {
+        let place = place(id);
+        match self.probe(id, place, &key_of) {
             Ok(_) => Probe::Found,
-            Err(slot) => Probe::Vacant(slot),
+            Err(slot) => Probe::Vacant(Vacancy { slot, place }),
         }
     }
 
-    /// Stores `handle` for `id` at the slot [`IdIndex::find_or_slot`]
+    /// Stores `handle` for the id at the vacancy [`IdIndex::find_or_slot`]
     /// returned, moving the rest of its cluster one slot on.
-    pub(crate) fn fill(&mut self, slot: usize, id: &MessageId, handle: u32) {
-        self.place_at(slot, u64::from(place(id)) << 32 | u64::from(handle));
+    pub(crate) fn fill(&mut self, vacancy: Vacancy, handle: u32) {
+        let Vacancy { slot, place } = vacancy;
+        self.place_at(slot, u64::from(place) << 32 | u64::from(handle));
         self.len += 1;
     }
 
@@ -218,9 +226,9 @@ mod tests {
         let handle = ids.len() as u32;
         match index.find_or_slot(&id, |h| ids[h as usize]) {
             Probe::Found => false,
-            Probe::Vacant(slot) => {
+            Probe::Vacant(vacancy) => {
                 ids.push(id);
-                index.fill(slot, &id, handle);
+                index.fill(vacancy, handle);
                 true
             }
         }

@@ -115,16 +115,16 @@ impl UnackedTracker {
     /// (`None`: never); `false` if `id` is already tracked.
     fn insert_for(&mut self, now: Instant, id: MessageId, after: Option<Duration>) -> bool {
         let lists = &self.lists;
-        let slot = match self.index.find_or_slot(&id, |h| lists.id(h)) {
+        let vacancy = match self.index.find_or_slot(&id, |h| lists.id(h)) {
             Probe::Found => return false,
-            Probe::Vacant(slot) => slot,
+            Probe::Vacant(vacancy) => vacancy,
         };
         let due = match (self.timeout, after) {
             (Some(_), Some(after)) => self.grid.due_tick(now, after).unwrap_or(NEVER),
             _ => NEVER,
         };
         let handle = self.lists.insert(id, due);
-        self.index.fill(slot, &id, handle);
+        self.index.fill(vacancy, handle);
         true
     }
 
