@@ -106,7 +106,9 @@ use crate::wire::commands::SeekTarget;
 /// ```
 #[derive(Debug)]
 pub struct Consumer {
-    commands: mpsc::UnboundedSender<task::Command>,
+    /// Requests to the task (boxed: the channel holds room for 32 from
+    /// the start, and most requests no longer go through it).
+    commands: mpsc::UnboundedSender<Box<task::Command>>,
     /// The queues and cores, shared with the task: receives and acks
     /// taken there directly when they can be (see `task/shelf.rs`).
     shelf: Arc<task::Shelf>,
@@ -300,7 +302,9 @@ impl Consumer {
 
     fn send(&self, command: task::Command) -> Result<(), ConsumerError> {
         self.shelf.command_sent();
-        self.commands.send(command).map_err(|_| self.gone())
+        self.commands
+            .send(Box::new(command))
+            .map_err(|_| self.gone())
     }
 
     async fn ask<T>(
@@ -669,7 +673,7 @@ impl Consumer {
             };
             // A closed consumer has nothing to settle.
             shelf.command_sent();
-            let _ = commands.send(command);
+            let _ = commands.send(Box::new(command));
         })))
     }
 

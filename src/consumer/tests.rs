@@ -17,7 +17,7 @@ fn handle(panics: bool) -> Consumer {
     let ended = Arc::new(AtomicBool::new(false));
     let flag = ended.clone();
     tokio::spawn(async move {
-        let first: Option<task::Command> = mailbox.recv().await;
+        let first: Option<Box<task::Command>> = mailbox.recv().await;
         if panics {
             panic!("a bug in the consumer's task");
         }

@@ -154,7 +154,7 @@ impl Driver {
                     break;
                 }
             }
-            let _ = landed.send((index, token, result));
+            let _ = landed.send(Box::new((index, token, result)));
         });
     }
 
@@ -204,7 +204,7 @@ impl Driver {
         let deadline = tokio::time::Instant::from_std(clock::now() + after);
         while self.subs.iter().any(|s| !s.acks.in_flight.is_empty()) {
             match tokio::time::timeout_at(deadline, self.acks_landed.recv()).await {
-                Ok(Some(landed)) => self.ack_landed(landed),
+                Ok(Some(landed)) => self.ack_landed(*landed),
                 Ok(None) | Err(_) => return,
             }
         }

@@ -106,8 +106,9 @@ pub(crate) struct Driver {
     /// ACK requests (with receipts): the next flight's token, and where
     /// their outcomes come back.
     pub(super) ack_tokens: u64,
-    pub(super) acks_landed_tx: mpsc::UnboundedSender<acks::Landed>,
-    pub(super) acks_landed: mpsc::UnboundedReceiver<acks::Landed>,
+    /// (Boxed: the channel holds room for 32 from the start.)
+    pub(super) acks_landed_tx: mpsc::UnboundedSender<Box<acks::Landed>>,
+    pub(super) acks_landed: mpsc::UnboundedReceiver<Box<acks::Landed>>,
     /// Partitions given up for good while others go on, and unreadable
     /// messages a batch ended before: each is reported once, to the next
     /// receiver.
@@ -138,7 +139,7 @@ impl Driver {
     /// The handle's queue lives until the flag is set.
     pub(crate) async fn run(
         mut self,
-        mut commands: mpsc::UnboundedReceiver<Command>,
+        mut commands: mpsc::UnboundedReceiver<Box<Command>>,
         ended: Arc<std::sync::atomic::AtomicBool>,
     ) {
         self.serve_until_stopped(&mut commands).await;
@@ -151,7 +152,7 @@ impl Driver {
 
     /// The task's loop; ends after Close or Unsubscribe, or when every
     /// handle is gone (then it closes the consumer).
-    async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
+    async fn serve_until_stopped(&mut self, commands: &mut mpsc::UnboundedReceiver<Box<Command>>) {
         // One timer for the task's life, moved only when the earliest
         // deadline changes (a fresh `Sleep` per loop turn would register and
         // remove a timer-wheel entry for every message).
@@ -180,7 +181,7 @@ impl Driver {
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(command) => {
-                        if self.on_command(command).await {
+                        if self.on_command(*command).await {
                             return;
                         }
                         // Commands already queued (the application's acks
@@ -192,7 +193,7 @@ impl Driver {
                                 break;
                             };
                             self.serve().await;
-                            if self.on_command(command).await {
+                            if self.on_command(*command).await {
                                 return;
                             }
                         }
@@ -213,7 +214,7 @@ impl Driver {
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
                 }
-                Some(landed) = self.acks_landed.recv() => self.ack_landed(landed),
+                Some(landed) = self.acks_landed.recv() => self.ack_landed(*landed),
                 () = self.shelf.work.notified() => self.run_touched().await,
                 outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
                 signal = self.discovery.next() => self.on_discovery(signal).await,
