@@ -199,12 +199,7 @@ impl Driver {
                         }
                     }
                     None => {
-                        self.run_touched().await;
-                        self.discovery.shut();
-                        self.settle_forwards().await;
-                        self.deliver_pending_acks().await;
-                        self.close_all().await;
-                        self.settings.forwards.close().await;
+                        self.shut_down().await;
                         return;
                     }
                 },
@@ -244,6 +239,17 @@ impl Driver {
     /// The shelf, for the handles.
     pub(crate) fn shelf(&self) -> Arc<shelf::Shelf> {
         self.shelf.clone()
+    }
+
+    /// Closes the consumer: what handles left in the cores, dead-letter
+    /// forwards and acks still to send go out first.
+    async fn shut_down(&mut self) {
+        self.run_touched().await;
+        self.discovery.shut();
+        self.settle_forwards().await;
+        self.deliver_pending_acks().await;
+        self.close_all().await;
+        self.settings.forwards.close().await;
     }
 
     /// Carries out the actions handles left in the cores.
@@ -385,11 +391,7 @@ impl Driver {
                 }
             }
             Command::Close(reply) => {
-                self.discovery.shut();
-                self.settle_forwards().await;
-                self.deliver_pending_acks().await;
-                self.close_all().await;
-                self.settings.forwards.close().await;
+                self.shut_down().await;
                 self.shelf.lock().close();
                 let _ = reply.send(Ok(()));
                 return true;
