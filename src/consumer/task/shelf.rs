@@ -44,7 +44,7 @@ pub(super) struct Shelved {
     closed: bool,
     /// Commands sent by handles and not yet done by the task.
     pub(super) in_flight: usize,
-    /// Subs whose cores hold actions a handle left (see [`Shelf::touch`]).
+    /// Subs a handle left work in for the task (see [`Shelved::take`]).
     pub(super) touched: Vec<usize>,
     /// Whether FLOWs wait for the memory budget: a take may release them.
     pub(super) flows_withheld: bool,
@@ -139,7 +139,7 @@ fn earlier(now: Option<std::time::Instant>, before: Option<std::time::Instant>) 
 /// The shelf, shared by the task and every handle.
 pub(crate) struct Shelf {
     state: Mutex<Shelved>,
-    /// Wakes the task when a handle left actions in a core.
+    /// Wakes the task when a handle left work for it in a core.
     pub(super) work: Notify,
     /// Told of every message handed out and every ack.
     pub(super) observers: Observers,
