@@ -26,7 +26,7 @@ mod lifecycle;
 #[path = "consume_options.rs"]
 mod options;
 #[path = "consume_reconnect.rs"]
-pub(super) mod reconnect;
+pub(crate) mod reconnect;
 #[path = "consume_rewind.rs"]
 mod rewind;
 #[path = "consume_run.rs"]

@@ -219,7 +219,7 @@ pub(crate) fn close_consumer(id: u64) -> BaseCommand {
 }
 
 /// Answers `lookup` with this (the only) broker, authoritatively.
-pub(super) async fn answer_lookup_here(broker: &mut FakeBroker, lookup: &Frame) {
+pub(crate) async fn answer_lookup_here(broker: &mut FakeBroker, lookup: &Frame) {
     let here = format!("pulsar://{SERVICE}");
     let answer = answer::lookup(request_id(lookup), LookupType::Connect, &here, true);
     broker.send(answer).await;

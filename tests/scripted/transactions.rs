@@ -7,13 +7,14 @@ use std::time::Duration;
 use pulsar_wire::Client;
 use pulsar_wire::proto::ServerError;
 use pulsar_wire::proto::base_command::Type;
-use pulsar_wire::proto::command_lookup_topic_response::LookupType;
 use pulsar_wire::transaction::TransactionError;
+use pulsar_wire::wire::Frame;
 
 use crate::common::fake_broker::{
     FakeBroker, FakeListener, FakeNetwork, answer, request_id, topic_of,
 };
 use crate::common::{guard, init_tracing};
+use crate::consume::reconnect::answer_lookup_here;
 
 const SERVICE: &str = "svc:6650";
 const ASSIGN: &str = "persistent://pulsar/system/transaction_coordinator_assign";
@@ -41,15 +42,18 @@ async fn client(net: &FakeNetwork, svc: &mut FakeListener) -> (Client, FakeBroke
 async fn answer_lookup(broker: &mut FakeBroker) {
     let lookup = broker.expect(Type::Lookup).await;
     assert_eq!(topic_of(&lookup), format!("{ASSIGN}-partition-0"));
-    let here = format!("pulsar://{SERVICE}");
+    answer_lookup_here(broker, &lookup).await;
+}
+
+/// Answers coordinator 0's lookup and TC_CLIENT_CONNECT; returns the
+/// NEW_TXN that follows, unanswered.
+async fn attach_coordinator(broker: &mut FakeBroker) -> Frame {
+    answer_lookup(broker).await;
+    let connect = broker.expect(Type::TcClientConnectRequest).await;
     broker
-        .send(answer::lookup(
-            request_id(&lookup),
-            LookupType::Connect,
-            &here,
-            true,
-        ))
+        .send(answer::tc_connected(request_id(&connect), None))
         .await;
+    broker.expect(Type::NewTxn).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -67,12 +71,7 @@ async fn a_lost_coordinator_connection_is_attached_again_after_the_backoff_delay
     broker
         .send(answer::partitions(request_id(&metadata), 1))
         .await;
-    answer_lookup(&mut broker).await;
-    let connect = broker.expect(Type::TcClientConnectRequest).await;
-    broker
-        .send(answer::tc_connected(request_id(&connect), None))
-        .await;
-    let new_txn = broker.expect(Type::NewTxn).await;
+    let new_txn = attach_coordinator(&mut broker).await;
     let asked = new_txn.command.new_txn.as_ref().expect("body");
     assert_eq!(asked.tc_id, Some(0));
     assert_eq!(
@@ -91,12 +90,7 @@ async fn a_lost_coordinator_connection_is_attached_again_after_the_backoff_delay
         lost.elapsed()
     );
     broker.handshake().await;
-    answer_lookup(&mut broker).await;
-    let connect = broker.expect(Type::TcClientConnectRequest).await;
-    broker
-        .send(answer::tc_connected(request_id(&connect), None))
-        .await;
-    let new_txn = broker.expect(Type::NewTxn).await;
+    let new_txn = attach_coordinator(&mut broker).await;
     broker
         .send(answer::new_txn(request_id(&new_txn), 0, 42))
         .await;
@@ -128,10 +122,7 @@ async fn a_coordinator_that_stays_missing_is_tried_again_then_reported_typed() {
                 frame = broker.recv() => {
                     let frame = frame.expect("connection open");
                     match frame.command.r#type() {
-                        Type::Lookup => {
-                            let here = format!("pulsar://{SERVICE}");
-                            broker.send(answer::lookup(request_id(&frame), LookupType::Connect, &here, true)).await;
-                        }
+                        Type::Lookup => answer_lookup_here(&mut broker, &frame).await,
                         Type::TcClientConnectRequest => {
                             attempts += 1;
                             broker.send(answer::tc_connected(request_id(&frame), refused)).await;
@@ -171,12 +162,7 @@ async fn a_commit_the_coordinator_answers_after_it_timed_the_transaction_out_is_
     broker
         .send(answer::partitions(request_id(&metadata), 1))
         .await;
-    answer_lookup(&mut broker).await;
-    let connect = broker.expect(Type::TcClientConnectRequest).await;
-    broker
-        .send(answer::tc_connected(request_id(&connect), None))
-        .await;
-    let new_txn = broker.expect(Type::NewTxn).await;
+    let new_txn = attach_coordinator(&mut broker).await;
     broker
         .send(answer::new_txn(request_id(&new_txn), 0, 7))
         .await;
