@@ -123,6 +123,13 @@ impl Default for CoreConfig {
 }
 
 impl CoreConfig {
+    /// Whether the instants passed to a core matter: only with an ack
+    /// timeout or a delayed nack. Without both, a driver may pass any
+    /// instant and save reading the clock per message.
+    pub(crate) fn uses_clock(&self) -> bool {
+        self.ack_timeout.is_some() || self.nack != NackPolicy::Immediate
+    }
+
     /// Checks every setting and policy.
     ///
     /// # Errors

@@ -61,7 +61,7 @@ use batch_acks::{BatchAcks, MemberAck};
 use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
 use lease::Leases;
-use nack::{NackPolicy, NackTracker};
+use nack::NackTracker;
 use receiver_queue::{QueuedBytes, ReceiverQueue};
 use rewind::PendingRewind;
 use settled::{RecentAcks, Settled};
@@ -393,13 +393,6 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         .into_iter()
         .flatten()
         .min()
-    }
-
-    /// Whether the instants passed in matter: only with an ack timeout or
-    /// a delayed nack. Without both, a driver may pass any instant and save
-    /// reading the clock per message.
-    pub(crate) fn uses_clock(&self) -> bool {
-        self.config.ack_timeout.is_some() || self.config.nack != NackPolicy::Immediate
     }
 
     /// Puts both timers on one tick grid, so their work leaves together.

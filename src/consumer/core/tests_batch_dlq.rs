@@ -329,7 +329,7 @@ fn an_untimed_core_acts_the_same_whatever_instants_it_gets() {
     let run = |step: std::time::Duration| {
         let at = |n: u32| t0 + step * n;
         let mut core = core(shared(), t0);
-        assert!(!core.uses_clock());
+        assert!(!core.config().uses_clock());
         for index in 0..3 {
             core.on_message(at(index as u32), batch_msg(1, index, 3))
                 .unwrap();
@@ -360,7 +360,7 @@ fn an_untimed_core_acts_the_same_whatever_instants_it_gets() {
         nack: NackPolicy::FixedDelay(secs(1)),
         ..shared()
     };
-    assert!(core(timed, t0).uses_clock() && core(delayed, t0).uses_clock());
+    assert!(core(timed, t0).config().uses_clock() && core(delayed, t0).config().uses_clock());
 }
 
 #[test]

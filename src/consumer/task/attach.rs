@@ -156,11 +156,7 @@ impl Driver {
             interceptors: settings.interceptors.clone(),
         };
         let budget = settings.client.memory().0.clone();
-        let shelf = Arc::new(shelf::Shelf::new(
-            budget.clone(),
-            observers,
-            settings.core.receiver_queue_size > 0,
-        ));
+        let shelf = Arc::new(shelf::Shelf::new(budget.clone(), observers, &settings.core));
         let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {
             settings,

@@ -50,6 +50,8 @@ pub(super) struct Shelved {
     pub(super) flows_withheld: bool,
     /// The bytes each sub's queue takes from the client's memory budget.
     pub(super) held: HeldBytes,
+    /// Whether the cores use the clock (the same settings made them all).
+    uses_clock: bool,
     /// When the task started: the instant the cores get when they do not
     /// use the clock (see [`Shelved::core_now`]).
     started: std::time::Instant,
@@ -60,7 +62,7 @@ impl Shelved {
     /// ack timeout or a delayed nack), else the task's start, which they
     /// ignore; reading the clock per message cost ~3% of a consume run.
     pub(super) fn core_now(&self) -> std::time::Instant {
-        if self.slots.iter().any(|s| s.core.uses_clock()) {
+        if self.uses_clock {
             clock::now()
         } else {
             self.started
@@ -164,18 +166,21 @@ pub(crate) enum Taken {
 }
 
 impl Shelf {
-    /// An empty shelf, its queues' bytes counted against `budget`.
-    pub(super) fn new(budget: Arc<Semaphore>, observers: Observers, open: bool) -> Self {
+    /// An empty shelf for cores made with `config`, their queues' bytes
+    /// counted against `budget`. Direct takes start allowed unless the
+    /// receiver queue is zero.
+    pub(super) fn new(budget: Arc<Semaphore>, observers: Observers, config: &CoreConfig) -> Self {
         Self {
             state: Mutex::new(Shelved {
                 slots: Vec::new(),
                 next_sub: 0,
-                open,
+                open: config.receiver_queue_size > 0,
                 closed: false,
                 in_flight: 0,
                 touched: Vec::new(),
                 flows_withheld: false,
                 held: HeldBytes::new(budget),
+                uses_clock: config.uses_clock(),
                 started: clock::now(),
             }),
             work: Notify::new(),
@@ -191,7 +196,11 @@ impl Shelf {
             letters: None,
             interceptors: Chain::new(Vec::new()),
         };
-        Self::new(Arc::new(Semaphore::new(1)), observers, false)
+        let zero_queue = CoreConfig {
+            receiver_queue_size: 0,
+            ..CoreConfig::default()
+        };
+        Self::new(Arc::new(Semaphore::new(1)), observers, &zero_queue)
     }
 
     /// The shelf, locked. A panic elsewhere never leaves it unusable: the
