@@ -30,6 +30,13 @@ async fn a_url_with_another_scheme_is_refused() {
 }
 
 #[tokio::test]
+async fn a_log_filter_that_does_not_parse_is_refused() {
+    let env = [("PULSAR_WIRE_LOG", "pulsar_wire=loudest")];
+    let run = crate::run_with_env(&["produce", "t", "-m", "x"], &env).await;
+    assert_failed(&run, 1, "PULSAR_WIRE_LOG=\"pulsar_wire=loudest\"");
+}
+
+#[tokio::test]
 async fn an_unreachable_broker_fails_with_the_address() {
     // A loopback port nobody listens on: bound, then closed.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -272,3 +272,38 @@ async fn a_12_mib_message_produced_with_chunking_is_consumed_whole() {
         "known by its first chunk's id"
     );
 }
+
+#[tokio::test]
+async fn log_lines_go_to_stderr_and_leave_stdout_to_results() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-log");
+    let sent = pulsar_wire(&url, &["produce", &topic, "-m", "a", "-m", "b"]).await;
+    assert_eq!(sent.ok_lines().len(), 2, "{sent:#?}");
+
+    let args = [
+        "--url",
+        &url,
+        "consume",
+        &topic,
+        "-s",
+        "s",
+        "-t",
+        "shared",
+        "--position",
+        "earliest",
+        "-n",
+        "2",
+    ];
+    let env = [("PULSAR_WIRE_LOG", "pulsar_wire::consumer=trace")];
+    let run = crate::run_with_env(&args, &env).await;
+    let payloads: Vec<_> = run
+        .ok_lines()
+        .iter()
+        .map(|l| l["payload"].clone())
+        .collect();
+    assert_eq!(payloads, [json!("a"), json!("b")], "{run:#?}");
+    for needle in ["subscribed", "FLOW", "MESSAGE"] {
+        assert!(run.stderr.contains(needle), "no {needle:?} in {run:#?}");
+    }
+}

@@ -92,6 +92,9 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = install_log() {
+        return fail(e.as_ref());
+    }
     if matches!(&cli.command, Command::Perf(perf) if perf.counts_allocations()) {
         perf_memory::count_allocations();
     }
@@ -120,6 +123,24 @@ fn main() -> ExitCode {
         Ok(Err(e)) => fail(e.as_ref()),
         Err(e) => fail(&e),
     }
+}
+
+/// Writes the library's log lines to stderr when `PULSAR_WIRE_LOG` holds a
+/// filter in `tracing-subscriber`'s `EnvFilter` syntax, for example
+/// `PULSAR_WIRE_LOG=pulsar_wire=debug` or `pulsar_wire::consumer=trace`.
+fn install_log() -> Result<(), BoxError> {
+    let Some(filter) = std::env::var_os("PULSAR_WIRE_LOG") else {
+        return Ok(());
+    };
+    let filter = filter
+        .into_string()
+        .map_err(|_| "PULSAR_WIRE_LOG is not UTF-8")?;
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .map_err(|e| format!("PULSAR_WIRE_LOG={filter:?}: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init()
 }
 
 /// The service URL when `--url` is not given.

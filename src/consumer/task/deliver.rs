@@ -143,6 +143,7 @@ impl Driver {
                 };
                 let lost_permits = match unpack::unpack(delivery) {
                     Ok(mut unpacked) => {
+                        trace!(topic = %sub.name, members = unpacked.messages.len(), "MESSAGE");
                         let mut shelved = self.shelf.lock();
                         let slot = &mut shelved.slots[index];
                         slot.position.retain(&mut unpacked);
