@@ -48,6 +48,12 @@ pub(crate) use router::Router;
 /// Capacity of the control lane: requests, registrations, acks and flow.
 const CONTROL_LANE_CAPACITY: usize = 1024;
 
+/// Bytes one read from the socket can take. A consumer with a backlog
+/// gets dozens of 1 KiB messages per read rather than seven (tokio-util's
+/// default is 8 KiB), and a block is allocated per dozens of messages:
+/// the messages' payloads are slices of it.
+const READ_BUFFER: usize = 64 * 1024;
+
 /// Names one connection in logs and tells connections apart (unique in the process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionId(pub u64);
@@ -121,7 +127,8 @@ impl Connection {
         let span = info_span!("connection", id = %id, peer = %options.peer);
         let (read_half, mut writer) = tokio::io::split(io);
         let max_frame = wire::max_frame_size_for(options.max_message_size);
-        let mut reader = FramedRead::new(read_half, PulsarCodec::with_max_frame(max_frame));
+        let codec = PulsarCodec::with_max_frame(max_frame);
+        let mut reader = FramedRead::with_capacity(read_half, codec, READ_BUFFER);
         let connected = handshake::handshake(&mut reader, &mut writer, &options)
             .instrument(span.clone())
             .await?;
