@@ -7,7 +7,7 @@
 //! block: replies are `oneshot`s and mailboxes are unbounded (the bound is
 //! the protocol's: see [`Connection::register_consumer`](super::Connection::register_consumer)).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use super::command::{ConsumerMailbox, ProducerMailbox, Reply, WatcherMailbox};
 use super::{ConnectionError, ConsumerEvent, ProducerEvent, Response, TopicListEvent};
-use crate::ids::{ConsumerId, ProducerId, RequestId, WatcherId};
+use crate::ids::{ConsumerId, IdMap, ProducerId, RequestId, WatcherId};
 use crate::proto::ServerError;
 
 struct Pending {
@@ -31,17 +31,17 @@ struct Pending {
 /// Requests in flight and registered producers and consumers.
 pub(crate) struct Router {
     timeout: Duration,
-    pending: HashMap<RequestId, Pending>,
+    pending: IdMap<RequestId, Pending>,
     /// The same requests ordered by deadline, so expiry and the next
     /// deadline cost a look at the front.
     deadlines: BTreeSet<(Instant, RequestId)>,
-    producers: HashMap<ProducerId, ProducerMailbox>,
-    consumers: HashMap<ConsumerId, ConsumerMailbox>,
-    watchers: HashMap<WatcherId, WatcherMailbox>,
+    producers: IdMap<ProducerId, ProducerMailbox>,
+    consumers: IdMap<ConsumerId, ConsumerMailbox>,
+    watchers: IdMap<WatcherId, WatcherMailbox>,
     /// Per registered consumer: FLOW permits granted minus entries
     /// received. Every entry costs a compliant broker at least one permit,
     /// so below zero the broker is sending what nobody asked for.
-    permits: HashMap<ConsumerId, i64>,
+    permits: IdMap<ConsumerId, i64>,
     /// Frames for ids nobody registered, so far (a warning per power of two).
     strays: u64,
 }
@@ -54,12 +54,12 @@ impl Router {
     pub(crate) fn new(timeout: Duration) -> Self {
         Self {
             timeout,
-            pending: HashMap::new(),
+            pending: IdMap::default(),
             deadlines: BTreeSet::new(),
-            producers: HashMap::new(),
-            consumers: HashMap::new(),
-            watchers: HashMap::new(),
-            permits: HashMap::new(),
+            producers: IdMap::default(),
+            consumers: IdMap::default(),
+            watchers: IdMap::default(),
+            permits: IdMap::default(),
             strays: 0,
         }
     }
@@ -291,7 +291,7 @@ impl Router {
 /// after it, and so does a mailbox whose receiver is gone. Returns true if
 /// nobody is registered under `id` (the event is dropped).
 fn deliver<K: Copy + Eq + Hash + fmt::Display, E>(
-    mailboxes: &mut HashMap<K, mpsc::UnboundedSender<E>>,
+    mailboxes: &mut IdMap<K, mpsc::UnboundedSender<E>>,
     id: K,
     owner: &str,
     what: &str,
