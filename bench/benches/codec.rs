@@ -48,12 +48,12 @@ fn message_frame(metadata: MessageMetadata, data: Bytes) -> Bytes {
     };
     let frame = Frame {
         command,
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata,
             data,
-        }),
+        })),
     };
     let mut buf = BytesMut::new();
     wire::encode(&frame, &mut buf).expect("encode");
@@ -110,12 +110,12 @@ fn send_encode(c: &mut Criterion<ThreadCpu>) {
         // with one vectored write).
         let frame = Frame {
             command: command.clone(),
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Valid,
                 metadata: meta.clone(),
                 data: data.clone(),
-            }),
+            })),
         };
         group.bench_function(BenchmarkId::new("pulsar-wire-zero-copy", label), |b| {
             b.iter(|| {

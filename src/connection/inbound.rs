@@ -326,7 +326,7 @@ impl Router {
         }
     }
 
-    fn on_message(&mut self, c: BaseCommand, payload: Option<Payload>) -> Reaction {
+    fn on_message(&mut self, c: BaseCommand, payload: Option<Box<Payload>>) -> Reaction {
         let Some(b) = c.message else {
             return Reaction::None;
         };
@@ -343,7 +343,7 @@ impl Router {
             redelivery_count: b.redelivery_count.unwrap_or(0),
             ack_set: b.ack_set,
             consumer_epoch: b.consumer_epoch,
-            payload: Box::new(payload),
+            payload,
         };
         self.deliver_to_consumer(id, "MESSAGE", event, false);
         Reaction::None

@@ -109,7 +109,7 @@ mod tests {
     fn send(sequence: u64, data: &'static [u8]) -> Frame {
         Frame {
             command: commands::send(ProducerId(1), SequenceId(sequence), 1),
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Valid,
                 metadata: MessageMetadata {
@@ -118,7 +118,7 @@ mod tests {
                     ..MessageMetadata::default()
                 },
                 data: Bytes::from_static(data),
-            }),
+            })),
         }
     }
 

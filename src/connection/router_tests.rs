@@ -70,11 +70,13 @@ fn message(consumer: u64, entry: u64, with_payload: bool) -> Frame {
             })),
             ..base(Type::Message)
         },
-        payload: with_payload.then(|| Payload {
-            broker_entry_metadata: None,
-            checksum: Checksum::Absent,
-            metadata: proto::MessageMetadata::default(),
-            data: Bytes::from_static(b"hello"),
+        payload: with_payload.then(|| {
+            Box::new(Payload {
+                broker_entry_metadata: None,
+                checksum: Checksum::Absent,
+                metadata: proto::MessageMetadata::default(),
+                data: Bytes::from_static(b"hello"),
+            })
         }),
     }
 }

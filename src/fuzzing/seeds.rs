@@ -213,7 +213,7 @@ fn payload_sections() -> Vec<(String, Vec<u8>)> {
     let section = |payload: Payload| {
         let frame = encoded(&Frame {
             command: message_command(3, MessageId::new(1, 2)),
-            payload: Some(payload),
+            payload: Some(Box::new(payload)),
         });
         let command = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes")) as usize;
         frame[8 + command..].to_vec()

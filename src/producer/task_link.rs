@@ -183,7 +183,7 @@ impl Driver {
                     num,
                     crate::ids::TxnId::of_metadata(&payload.metadata),
                 ),
-                payload: Some(payload.clone()),
+                payload: Some(Box::new(payload.clone())),
             };
             match self.p.conn.send_payload(frame).await {
                 Ok(()) => {}

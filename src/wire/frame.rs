@@ -13,8 +13,9 @@ use crate::proto::{BaseCommand, BrokerEntryMetadata, MessageMetadata};
 pub struct Frame {
     /// The command envelope; its `type` says which sub-command is set.
     pub command: BaseCommand,
-    /// The payload section, for SEND and MESSAGE frames.
-    pub payload: Option<Payload>,
+    /// The payload section, for SEND and MESSAGE frames (boxed: a frame
+    /// passes through several hands, and its metadata is most of its size).
+    pub payload: Option<Box<Payload>>,
 }
 
 /// The payload section of a SEND or MESSAGE frame.
@@ -129,7 +130,7 @@ pub fn decode(src: &mut BytesMut, max_frame: usize) -> Result<Option<Frame>, Fra
                 source,
             })?;
         check_command(&frame.command, true)?;
-        parse_payload(body, frame.payload.insert(Payload::empty()))?;
+        parse_payload(body, frame.payload.insert(Box::new(Payload::empty())))?;
     }
     Ok(Some(frame))
 }
@@ -381,12 +382,12 @@ pub fn encode(frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
 ///
 /// let frame = Frame {
 ///     command: commands::send(ProducerId(1), SequenceId(0), 1),
-///     payload: Some(Payload {
+///     payload: Some(Box::new(Payload {
 ///         broker_entry_metadata: None,
 ///         checksum: Checksum::Valid,
 ///         metadata: MessageMetadata { producer_name: "p".into(), ..Default::default() },
 ///         data: Bytes::from_static(b"payload"),
-///     }),
+///     })),
 /// };
 /// let (mut head, mut whole) = (BytesMut::new(), BytesMut::new());
 /// wire::encode_head(&frame, &mut head)?;

@@ -409,12 +409,12 @@ fn payload_frame() -> impl Strategy<Value = Frame> {
                 });
                 Frame {
                     command,
-                    payload: Some(Payload {
+                    payload: Some(Box::new(Payload {
                         broker_entry_metadata,
                         checksum,
                         metadata,
                         data: data.into(),
-                    }),
+                    })),
                 }
             },
         )

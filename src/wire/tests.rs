@@ -122,12 +122,12 @@ fn broker_entry_metadata_prefix_is_parsed_and_round_trips() {
     };
     let frame = Frame {
         command: commands::send(ProducerId(1), SequenceId(2), 1),
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: Some(entry),
             checksum: Checksum::Valid,
             metadata: send_metadata(),
             data: Bytes::from_static(b"hi"),
-        }),
+        })),
     };
     let mut buf = BytesMut::new();
     encode(&frame, &mut buf).unwrap();

@@ -124,7 +124,7 @@ pub(crate) async fn producer_and_consumer(conn: &Connection, topic: String) -> P
     };
     let frame = Frame {
         command: commands::send(producer, SequenceId(0), 1),
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata: proto::MessageMetadata {
@@ -134,7 +134,7 @@ pub(crate) async fn producer_and_consumer(conn: &Connection, topic: String) -> P
                 ..proto::MessageMetadata::default()
             },
             data: Bytes::from(topic.clone()),
-        }),
+        })),
     };
     conn.send_payload(frame).await.expect("send");
     Pair {

@@ -58,12 +58,12 @@ impl RawConnection {
     async fn send_payload(&mut self, command: BaseCommand, metadata: MessageMetadata, data: Bytes) {
         let frame = Frame {
             command,
-            payload: Some(wire::Payload {
+            payload: Some(Box::new(wire::Payload {
                 broker_entry_metadata: None,
                 checksum: wire::Checksum::Valid,
                 metadata,
                 data,
-            }),
+            })),
         };
         self.frames.send(frame).await.expect("send");
     }

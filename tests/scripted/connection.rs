@@ -274,12 +274,12 @@ async fn receipts_and_messages_reach_their_mailboxes() {
     broker
         .send_frame(Frame {
             command: message,
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Absent,
                 metadata: proto::MessageMetadata::default(),
                 data: Bytes::from_static(b"hi"),
-            }),
+            })),
         })
         .await;
     match guard("receipt", producer.recv()).await {
@@ -327,12 +327,12 @@ async fn control_frames_overtake_queued_send_frames() {
     for sequence in 0..SENDS {
         let frame = Frame {
             command: commands::send(ProducerId(0), SequenceId(sequence), 1),
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Valid,
                 metadata: proto::MessageMetadata::default(),
                 data: Bytes::from(vec![0u8; 32 * 1024]),
-            }),
+            })),
         };
         conn.send_payload(frame).await.expect("queued");
     }
@@ -365,12 +365,12 @@ async fn a_broker_that_keeps_sending_but_stops_reading_is_declared_dead() {
     for sequence in 0..8 {
         let frame = Frame {
             command: commands::send(ProducerId(0), SequenceId(sequence), 1),
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Valid,
                 metadata: proto::MessageMetadata::default(),
                 data: Bytes::from(vec![0u8; 32 * 1024]),
-            }),
+            })),
         };
         conn.send_payload(frame).await.expect("queued");
     }

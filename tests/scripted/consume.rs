@@ -127,7 +127,7 @@ pub(super) fn message(consumer: u64, entry: u64, text: &'static str, checksum: C
             })),
             ..BaseCommand::default()
         },
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum,
             metadata: proto::MessageMetadata {
@@ -137,7 +137,7 @@ pub(super) fn message(consumer: u64, entry: u64, text: &'static str, checksum: C
                 ..proto::MessageMetadata::default()
             },
             data: Bytes::from_static(text.as_bytes()),
-        }),
+        })),
     }
 }
 

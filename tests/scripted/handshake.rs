@@ -24,12 +24,12 @@ async fn max_message_size_from_connected_is_honoured() {
     assert_eq!(conn.max_message_size(), 1024);
     let big = Frame {
         command: commands::send(ProducerId(0), SequenceId(0), 1),
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata: proto::MessageMetadata::default(),
             data: Bytes::from(vec![0u8; 20 * 1024]),
-        }),
+        })),
     };
     let result = conn.send_payload(big).await;
     assert!(

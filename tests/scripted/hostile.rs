@@ -339,12 +339,12 @@ async fn unknown_command_types_and_frames_for_unknown_ids_are_ignored() {
     // nobody registered.
     let stray = Frame {
         command: message_command(77, 1),
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata: proto::MessageMetadata::default(),
             data: Bytes::from_static(b"stray"),
-        }),
+        })),
     };
     broker.send_frame(stray).await;
     broker.send(answer::receipt(78, 5)).await;

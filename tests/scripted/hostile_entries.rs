@@ -30,12 +30,12 @@ pub(super) fn entry(
 ) -> Frame {
     Frame {
         command: message_command(consumer, entry),
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata,
             data,
-        }),
+        })),
     }
 }
 

@@ -146,12 +146,12 @@ pub(crate) fn message(
             })),
             ..base(Type::Message)
         },
-        payload: Some(Payload {
+        payload: Some(Box::new(Payload {
             broker_entry_metadata: None,
             checksum: Checksum::Valid,
             metadata,
             data,
-        }),
+        })),
     }
 }
 

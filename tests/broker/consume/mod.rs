@@ -84,7 +84,7 @@ impl RawProducer {
         self.sequence += n as u64;
         let frame = Frame {
             command: commands::send(self.id, sequence, n),
-            payload: Some(Payload {
+            payload: Some(Box::new(Payload {
                 broker_entry_metadata: None,
                 checksum: Checksum::Valid,
                 metadata: proto::MessageMetadata {
@@ -94,7 +94,7 @@ impl RawProducer {
                     ..metadata
                 },
                 data,
-            }),
+            })),
         };
         self.conn.send_payload(frame).await.expect("send");
         match self.receipts.recv().await {
