@@ -325,9 +325,15 @@ impl Consumer {
                 // one from a tokio channel would: a loop over a full queue
                 // still lets the consumer's task and the connection run.
                 let coop = ready!(tokio::task::coop::poll_proceed(cx));
-                if let task::Taken::Message(result) = self.shelf.take() {
-                    coop.made_progress();
-                    return Poll::Ready(result);
+                match self.shelf.take_or_wake(cx.waker()) {
+                    task::Taken::Message(result) => {
+                        coop.made_progress();
+                        return Poll::Ready(result);
+                    }
+                    // Woken when a message is queued, or when the task
+                    // must answer instead.
+                    task::Taken::Empty => return Poll::Pending,
+                    task::Taken::AskTheTask => {}
                 }
                 let (reply, answer) = oneshot::channel();
                 if let Err(e) = self.send(task::Command::Receive(reply)) {

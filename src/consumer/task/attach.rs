@@ -161,7 +161,7 @@ impl Driver {
         let mut driver = Self {
             settings,
             subs: Vec::with_capacity(topics.len()),
-            events: SelectAll::new(),
+            events: Events::default(),
             waiting: VecDeque::new(),
             shelf,
             activity,

@@ -2,11 +2,19 @@
 //! that takes the handle's commands, the broker's events, the outcomes
 //! of forwards, acks and subscribe attempts, and the one timer.
 
+use std::task::Poll;
+
 use super::*;
 
 /// Commands taken from the handle's queue in one turn of the task's loop,
 /// after the first.
 const COMMANDS_PER_TURN: usize = 64;
+
+/// Broker events taken in one turn of the task's loop, after the first:
+/// a read from the socket brings dozens of messages at once, and the
+/// turn's fixed work (the timer's deadline, the hand-over, the memory
+/// budget, the shelf's state) is done once for them.
+const EVENTS_PER_TURN: usize = 64;
 
 /// One subscribed topic or partition.
 pub(super) struct Sub {
@@ -35,9 +43,6 @@ pub(super) struct Sub {
     /// closed, kept only so the indexes of the others stay put.
     pub(super) removed: bool,
 }
-
-pub(super) type Events =
-    SelectAll<Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>>;
 
 /// The settings the task needs.
 #[derive(Debug)]
@@ -142,11 +147,10 @@ impl Driver {
         mut commands: mpsc::UnboundedReceiver<Box<Command>>,
         ended: Arc<std::sync::atomic::AtomicBool>,
     ) {
+        // Handles waiting on the shelf are woken however the task ends.
+        let _close = shelf::CloseOnDrop(self.shelf.clone());
         self.serve_until_stopped(&mut commands).await;
-        let mut shelved = self.shelf.lock();
-        shelved.close();
-        shelved.held.release_all();
-        drop(shelved);
+        self.shelf.lock().held.release_all();
         ended.store(true, std::sync::atomic::Ordering::Release);
     }
 
@@ -205,6 +209,12 @@ impl Driver {
                 },
                 Some((index, generation, event)) = self.events.next() => {
                     self.on_event(index, generation, event).await;
+                    for _ in 0..EVENTS_PER_TURN {
+                        let Some((index, generation, event)) = self.next_event_now().await else {
+                            break;
+                        };
+                        self.on_event(index, generation, event).await;
+                    }
                 }
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
@@ -234,6 +244,16 @@ impl Driver {
             self.balance_memory().await;
             self.open_shelf();
         }
+    }
+
+    /// The next broker event if one is queued now (the task's waker is
+    /// registered when none is, as by `select!`).
+    async fn next_event_now(&mut self) -> Option<(usize, u64, ConsumerEvent)> {
+        std::future::poll_fn(|cx| match self.events.poll_next_unpin(cx) {
+            Poll::Ready(event) => Poll::Ready(event),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
     }
 
     /// The shelf, for the handles.
@@ -268,7 +288,7 @@ impl Driver {
             && self.closed_on_batch.is_none()
             && self.settings.core.receiver_queue_size > 0
             && self.all_lost().is_none();
-        self.shelf.lock().set_open(open);
+        self.shelf.set_open(open);
     }
 
     /// Carries out a handle's command; returns true when the task should
@@ -379,7 +399,7 @@ impl Driver {
                 let result = self.unsubscribe().await;
                 let done = result.is_ok();
                 if done {
-                    self.shelf.lock().close();
+                    self.shelf.close();
                 }
                 let _ = reply.send(result);
                 if done {
@@ -392,7 +412,7 @@ impl Driver {
             }
             Command::Close(reply) => {
                 self.shut_down().await;
-                self.shelf.lock().close();
+                self.shelf.close();
                 let _ = reply.send(Ok(()));
                 return true;
             }
@@ -440,7 +460,7 @@ impl Driver {
         };
         let acked = {
             let mut shelved = self.shelf.lock();
-            let now = shelved.core_now();
+            let now = self.shelf.core_now();
             let core = &mut shelved.slots[index].core;
             if cumulative {
                 match core.ack_cumulative_with_batch_size(now, id, batch_size) {
@@ -482,6 +502,6 @@ impl Driver {
 
     /// The instant for the cores' calls (see [`shelf::Shelved::core_now`]).
     pub(super) fn core_now(&self) -> std::time::Instant {
-        self.shelf.lock().core_now()
+        self.shelf.core_now()
     }
 }

@@ -14,6 +14,7 @@ mod command;
 mod deliver;
 mod discover;
 mod driver;
+mod events;
 mod execute;
 mod forward;
 mod memory;
@@ -71,14 +72,13 @@ impl Driver {
 
 use command::Reply;
 use driver::Sub;
+use events::Events;
 
 use std::collections::{HashMap, VecDeque};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::SelectAll;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, trace, warn};
 

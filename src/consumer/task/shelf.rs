@@ -17,6 +17,7 @@
 //! receiver asks the broker for its message.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
 
 use tokio::sync::{Notify, Semaphore};
 
@@ -46,29 +47,16 @@ pub(super) struct Shelved {
     pub(super) in_flight: usize,
     /// Subs a handle left work in for the task (see [`Shelved::take`]).
     pub(super) touched: Vec<usize>,
+    /// Handles that found the shelf open and empty, waiting for a message
+    /// (or for the shelf to close) to try again.
+    waiters: Vec<Waker>,
     /// Whether FLOWs wait for the memory budget: a take may release them.
     pub(super) flows_withheld: bool,
     /// The bytes each sub's queue takes from the client's memory budget.
     pub(super) held: HeldBytes,
-    /// Whether the cores use the clock (the same settings made them all).
-    uses_clock: bool,
-    /// When the task started: the instant the cores get when they do not
-    /// use the clock (see [`Shelved::core_now`]).
-    started: std::time::Instant,
 }
 
 impl Shelved {
-    /// The instant for the cores' calls: the clock when they use it (an
-    /// ack timeout or a delayed nack), else the task's start, which they
-    /// ignore; reading the clock per message cost ~3% of a consume run.
-    pub(super) fn core_now(&self) -> std::time::Instant {
-        if self.uses_clock {
-            clock::now()
-        } else {
-            self.started
-        }
-    }
-
     /// The sub reading `topic` now (not one whose topic is gone).
     pub(super) fn find(&self, topic: &str) -> Option<usize> {
         self.slots
@@ -110,16 +98,44 @@ impl Shelved {
         }
     }
 
-    /// Allows direct takes, or not (never once closed).
-    pub(super) fn set_open(&mut self, open: bool) {
+    /// Allows direct takes, or not (never once closed); the waiting
+    /// handles to wake (see [`Shelved::ready_waiters`]).
+    #[must_use]
+    pub(super) fn set_open(&mut self, open: bool) -> Vec<Waker> {
         self.open = open && !self.closed;
+        self.ready_waiters()
     }
 
     /// The consumer closes: nothing is taken or acked here any more (the
-    /// handles go to the task, and find it gone).
-    pub(super) fn close(&mut self) {
+    /// handles go to the task, and find it gone); every waiting handle is
+    /// returned, to be woken.
+    #[must_use]
+    pub(super) fn close(&mut self) -> Vec<Waker> {
         self.closed = true;
         self.open = false;
+        std::mem::take(&mut self.waiters)
+    }
+
+    /// The waiting handles that would find something now: a message
+    /// queued, or the shelf closed to direct takes (they go to the task).
+    /// Empty, without allocating, when none waits.
+    fn ready_waiters(&mut self) -> Vec<Waker> {
+        if self.waiters.is_empty() {
+            return Vec::new();
+        }
+        let queued = self.slots.iter().any(|s| s.core.queued() > 0);
+        if self.open && !queued {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.waiters)
+    }
+
+    /// Keeps `waker` to wake when there is something to take (once per
+    /// handle: a handle polled again replaces nothing).
+    fn wait(&mut self, waker: &Waker) {
+        if !self.waiters.iter().any(|w| w.will_wake(waker)) {
+            self.waiters.push(waker.clone());
+        }
     }
 
     /// Brings sub `index`'s share of the memory budget in line with its queue.
@@ -141,6 +157,11 @@ fn earlier(now: Option<std::time::Instant>, before: Option<std::time::Instant>) 
 /// The shelf, shared by the task and every handle.
 pub(crate) struct Shelf {
     state: Mutex<Shelved>,
+    /// Whether the cores use the clock (the same settings made them all).
+    uses_clock: bool,
+    /// When the task started: the instant the cores get when they do not
+    /// use the clock (see [`Shelf::core_now`]).
+    started: std::time::Instant,
     /// Wakes the task when a handle left work for it in a core.
     pub(super) work: Notify,
     /// Told of every message handed out and every ack.
@@ -178,11 +199,12 @@ impl Shelf {
                 closed: false,
                 in_flight: 0,
                 touched: Vec::new(),
+                waiters: Vec::new(),
                 flows_withheld: false,
                 held: HeldBytes::new(budget),
-                uses_clock: config.uses_clock(),
-                started: clock::now(),
             }),
+            uses_clock: config.uses_clock(),
+            started: clock::now(),
             work: Notify::new(),
             observers,
         }
@@ -191,16 +213,33 @@ impl Shelf {
     /// A shelf that sends every request to the task (handle tests).
     #[cfg(test)]
     pub(crate) fn closed() -> Self {
+        let zero_queue = CoreConfig {
+            receiver_queue_size: 0,
+            ..CoreConfig::default()
+        };
+        Self::for_tests(&zero_queue)
+    }
+
+    /// An empty shelf for cores made with `config`, without observers.
+    #[cfg(test)]
+    pub(super) fn for_tests(config: &CoreConfig) -> Self {
         let observers = Observers {
             stats: Arc::new(ConsumerRecorder::new(Duration::from_secs(60), clock::now())),
             letters: None,
             interceptors: Chain::new(Vec::new()),
         };
-        let zero_queue = CoreConfig {
-            receiver_queue_size: 0,
-            ..CoreConfig::default()
-        };
-        Self::new(Arc::new(Semaphore::new(1)), observers, &zero_queue)
+        Self::new(Arc::new(Semaphore::new(1 << 20)), observers, config)
+    }
+
+    /// The instant for the cores' calls: the clock when they use it (an
+    /// ack timeout or a delayed nack), else the task's start, which they
+    /// ignore; reading the clock per message cost ~3% of a consume run.
+    pub(super) fn core_now(&self) -> std::time::Instant {
+        if self.uses_clock {
+            clock::now()
+        } else {
+            self.started
+        }
     }
 
     /// The shelf, locked. A panic elsewhere never leaves it unusable: the
@@ -220,16 +259,32 @@ impl Shelf {
         shelved.in_flight = shelved.in_flight.saturating_sub(1);
     }
 
-    /// A handle's `receive()`: the next queued message, taken now, if the
-    /// task allows it.
+    /// A handle's `try_receive()`: the next queued message, taken now, if
+    /// the task allows it.
     pub(crate) fn take(&self) -> Taken {
+        self.take_or_wait(None)
+    }
+
+    /// A handle's `receive()`: as [`take`](Self::take), and when it finds
+    /// nothing, `waker` is woken once a message is queued or the task must
+    /// answer instead. It is registered under the lock the task queues
+    /// messages under, so no message slips in between.
+    pub(crate) fn take_or_wake(&self, waker: &Waker) -> Taken {
+        self.take_or_wait(Some(waker))
+    }
+
+    fn take_or_wait(&self, waker: Option<&Waker>) -> Taken {
         let mut shelved = self.lock();
         if !shelved.open || shelved.in_flight > 0 {
             return Taken::AskTheTask;
         }
-        let now = shelved.core_now();
+        // Read under the lock: the cores see the instants in order.
+        let now = self.core_now();
         let taken = shelved.take(now);
         if taken.is_none() {
+            if let Some(waker) = waker {
+                shelved.wait(waker);
+            }
             // Finding every queue empty may let a coalesced rewind go out.
             for index in 0..shelved.slots.len() {
                 if shelved.slots[index].core.has_actions() {
@@ -255,7 +310,7 @@ impl Shelf {
         let Some(index) = shelved.find(topic).filter(|_| !shelved.closed) else {
             return false;
         };
-        let now = shelved.core_now();
+        let now = self.core_now();
         shelved.slots[index]
             .core
             .ack_with_batch_size(now, id, batch_size);
@@ -274,6 +329,38 @@ impl Shelf {
     /// The subs handles left actions in, since the last call.
     pub(super) fn touched(&self) -> Vec<usize> {
         std::mem::take(&mut self.lock().touched)
+    }
+
+    /// Allows direct takes, or not, and wakes the handles waiting here
+    /// that would now find a message, or must go to the task.
+    pub(super) fn set_open(&self, open: bool) {
+        let ready = self.lock().set_open(open);
+        wake_all(ready);
+    }
+
+    /// Closes the shelf for good (see [`Shelved::close`]) and wakes every
+    /// waiting handle: it goes to the task and finds it gone.
+    pub(super) fn close(&self) {
+        let waiters = self.lock().close();
+        wake_all(waiters);
+    }
+}
+
+/// Wakes `wakers` (after the lock is released: a woken handle on another
+/// thread takes it at once).
+fn wake_all(wakers: Vec<Waker>) {
+    for waker in wakers {
+        waker.wake();
+    }
+}
+
+/// Closes the shelf when the consumer's task ends, also by a panic: a
+/// handle waiting on the shelf then asks the task and learns it is gone.
+pub(super) struct CloseOnDrop(pub(super) Arc<Shelf>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -377,3 +464,7 @@ impl Drop for HeldBytes {
         self.release_all();
     }
 }
+
+#[cfg(test)]
+#[path = "shelf_tests.rs"]
+mod tests;
