@@ -137,17 +137,23 @@ impl Driver {
     /// The task: its loop, then `ended` set, so a handle that finds the
     /// task gone can tell a close (the flag set) from a panic (not set).
     /// The handle's queue lives until the flag is set.
-    pub(crate) async fn run(
+    ///
+    /// (An async block rather than an async fn: an async fn's future
+    /// holds the driver twice, as its argument and as the body's local.)
+    #[allow(clippy::manual_async_fn)] // see above: the block is the point
+    pub(crate) fn run(
         mut self,
         mut commands: mpsc::UnboundedReceiver<Box<Command>>,
         ended: Arc<std::sync::atomic::AtomicBool>,
-    ) {
-        self.serve_until_stopped(&mut commands).await;
-        let mut shelved = self.shelf.lock();
-        shelved.close();
-        shelved.held.release_all();
-        drop(shelved);
-        ended.store(true, std::sync::atomic::Ordering::Release);
+    ) -> impl Future<Output = ()> + Send {
+        async move {
+            self.serve_until_stopped(&mut commands).await;
+            let mut shelved = self.shelf.lock();
+            shelved.close();
+            shelved.held.release_all();
+            drop(shelved);
+            ended.store(true, std::sync::atomic::Ordering::Release);
+        }
     }
 
     /// The task's loop; ends after Close or Unsubscribe, or when every
@@ -199,7 +205,7 @@ impl Driver {
                         }
                     }
                     None => {
-                        self.shut_down().await;
+                        Box::pin(self.shut_down()).await;
                         return;
                     }
                 },
@@ -211,8 +217,8 @@ impl Driver {
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(*landed),
                 () = self.shelf.work.notified() => self.run_touched().await,
-                outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
-                signal = self.discovery.next() => self.on_discovery(signal).await,
+                outcome = self.resubscribes.next() => Box::pin(self.resubscribed(outcome)).await,
+                signal = self.discovery.next() => Box::pin(self.on_discovery(signal)).await,
                 () = self.memory.room() => {}
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
@@ -367,16 +373,16 @@ impl Driver {
                 }
             }
             Command::Seek(target, reply) => {
-                let _ = reply.send(self.seek(target).await);
+                let _ = reply.send(Box::pin(self.seek(target)).await);
             }
             Command::LastMessageId(reply) => {
-                let _ = reply.send(self.last_message_id().await);
+                let _ = reply.send(Box::pin(self.last_message_id()).await);
             }
             Command::HasMessageAvailable(reply) => {
-                let _ = reply.send(self.has_message_available().await);
+                let _ = reply.send(Box::pin(self.has_message_available()).await);
             }
             Command::Unsubscribe(reply) => {
-                let result = self.unsubscribe().await;
+                let result = Box::pin(self.unsubscribe()).await;
                 let done = result.is_ok();
                 if done {
                     self.shelf.lock().close();
@@ -385,13 +391,13 @@ impl Driver {
                 if done {
                     self.discovery.shut();
                     // The broker removed the consumers with the subscription.
-                    self.detach_all(false).await;
+                    Box::pin(self.detach_all(false)).await;
                     self.settings.forwards.close().await;
                     return true;
                 }
             }
             Command::Close(reply) => {
-                self.shut_down().await;
+                Box::pin(self.shut_down()).await;
                 self.shelf.lock().close();
                 let _ = reply.send(Ok(()));
                 return true;
