@@ -104,11 +104,10 @@ pub(crate) struct Driver {
     /// Subscribe attempts after a lost subscription (see resubscribe.rs).
     pub(super) resubscribes: resubscribe::Resubscribes,
     /// ACK requests (with receipts): the next flight's token, and where
-    /// their outcomes come back.
+    /// their outcomes come back (made at the first; boxed: the channel
+    /// holds room for 32 from the start).
     pub(super) ack_tokens: u64,
-    /// (Boxed: the channel holds room for 32 from the start.)
-    pub(super) acks_landed_tx: mpsc::UnboundedSender<Box<acks::Landed>>,
-    pub(super) acks_landed: mpsc::UnboundedReceiver<Box<acks::Landed>>,
+    pub(super) acks_landed: LazyChannel<Box<acks::Landed>>,
     /// Partitions given up for good while others go on, and unreadable
     /// messages a batch ended before: each is reported once, to the next
     /// receiver.
