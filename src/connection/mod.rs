@@ -61,6 +61,11 @@ impl fmt::Display for ConnectionId {
 /// A handle to one broker connection. Cloning is cheap; the connection
 /// lives while a handle does (or until it fails or is closed).
 ///
+/// The methods that queue a command without waiting for an answer
+/// ([`send_control`](Self::send_control), the registrations) queue it when
+/// called if the control lane has room; their futures wait for room when
+/// it is full.
+///
 /// # Examples
 /// ```no_run
 /// use pulsar_wire::connection::{Connection, ConnectionOptions, Response};
