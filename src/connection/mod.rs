@@ -67,6 +67,11 @@ impl fmt::Display for ConnectionId {
 /// A handle to one broker connection. Cloning is cheap; the connection
 /// lives while a handle does (or until it fails or is closed).
 ///
+/// The methods that queue a command without waiting for an answer
+/// ([`send_control`](Self::send_control), the registrations) queue it when
+/// called if the control lane has room; their futures wait for room when
+/// it is full.
+///
 /// # Examples
 /// ```no_run
 /// use pulsar_wire::connection::{Connection, ConnectionOptions, Response};
@@ -207,12 +212,17 @@ impl Connection {
     }
 
     /// Queues a command that gets no answer (ack, flow, redeliver) on the
-    /// control lane, ahead of any queued SEND frames.
+    /// control lane, ahead of any queued SEND frames. It is queued when
+    /// this is called if the lane has room; the future waits for room
+    /// otherwise.
     ///
     /// # Errors
     /// The error that ended the connection.
-    pub async fn send_control(&self, command: BaseCommand) -> Result<(), ConnectionError> {
-        self.send_command(Command::Control(command)).await
+    pub fn send_control(
+        &self,
+        command: BaseCommand,
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
+        self.send_command(Command::Control(command))
     }
 
     /// Queues a SEND frame on the data lane; waits while the lane is full
@@ -245,13 +255,12 @@ impl Connection {
     ///
     /// # Errors
     /// The error that ended the connection.
-    pub async fn register_producer(
+    pub fn register_producer(
         &self,
         id: ProducerId,
         mailbox: mpsc::UnboundedSender<ProducerEvent>,
-    ) -> Result<(), ConnectionError> {
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
         self.send_command(Command::RegisterProducer { id, mailbox })
-            .await
     }
 
     /// Routes MESSAGE, CLOSE_CONSUMER, ACTIVE_CONSUMER_CHANGE,
@@ -269,13 +278,12 @@ impl Connection {
     ///
     /// # Errors
     /// The error that ended the connection.
-    pub async fn register_consumer(
+    pub fn register_consumer(
         &self,
         id: ConsumerId,
         mailbox: mpsc::UnboundedSender<ConsumerEvent>,
-    ) -> Result<(), ConnectionError> {
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
         self.send_command(Command::RegisterConsumer { id, mailbox })
-            .await
     }
 
     /// Routes WATCH_TOPIC_UPDATE for watcher `id` to `mailbox`. Register
@@ -284,18 +292,20 @@ impl Connection {
     ///
     /// # Errors
     /// The error that ended the connection.
-    pub(crate) async fn register_watcher(
+    pub(crate) fn register_watcher(
         &self,
         id: WatcherId,
         mailbox: mpsc::UnboundedSender<TopicListEvent>,
-    ) -> Result<(), ConnectionError> {
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
         self.send_command(Command::RegisterWatcher { id, mailbox })
-            .await
     }
 
     /// Stops routing to watcher `id`. A no-op on a closed connection.
-    pub(crate) async fn unregister_watcher(&self, id: WatcherId) {
-        let _ = self.send_command(Command::UnregisterWatcher(id)).await;
+    pub(crate) fn unregister_watcher(&self, id: WatcherId) -> impl Future<Output = ()> + Send + '_ {
+        let queued = self.send_command(Command::UnregisterWatcher(id));
+        async move {
+            let _ = queued.await;
+        }
     }
 
     /// A watcher id unique in the process, as consumer ids.
@@ -312,13 +322,19 @@ impl Connection {
 
     /// Stops routing to producer `id` (after CLOSE_PRODUCER, say). A no-op
     /// on a closed connection, whose registrations are gone anyway.
-    pub async fn unregister_producer(&self, id: ProducerId) {
-        let _ = self.send_command(Command::UnregisterProducer(id)).await;
+    pub fn unregister_producer(&self, id: ProducerId) -> impl Future<Output = ()> + Send + '_ {
+        let queued = self.send_command(Command::UnregisterProducer(id));
+        async move {
+            let _ = queued.await;
+        }
     }
 
     /// Stops routing to consumer `id`. A no-op on a closed connection.
-    pub async fn unregister_consumer(&self, id: ConsumerId) {
-        let _ = self.send_command(Command::UnregisterConsumer(id)).await;
+    pub fn unregister_consumer(&self, id: ConsumerId) -> impl Future<Output = ()> + Send + '_ {
+        let queued = self.send_command(Command::UnregisterConsumer(id));
+        async move {
+            let _ = queued.await;
+        }
     }
 
     /// Closes producer `id` on the broker (CLOSE_PRODUCER, waiting for the
@@ -413,13 +429,45 @@ impl Connection {
         }
     }
 
-    async fn send_command(&self, command: Command) -> Result<(), ConnectionError> {
-        if let Err(mpsc::error::SendError(command)) = self.inner.control.send(command).await {
-            let err = self.final_error();
-            command.fail(&err);
-            return Err(err);
+    /// Queues `command` on the control lane, at once when it has room (as
+    /// it nearly always has): the future returned then holds nothing. Only
+    /// a full lane makes it wait, in a boxed future that holds the command,
+    /// so the futures of the tasks awaiting this (every consumer's and
+    /// producer's) stay small.
+    fn send_command(
+        &self,
+        command: Command,
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
+        let queued = match self.inner.control.try_send(command) {
+            Ok(()) => Ok(None),
+            Err(mpsc::error::TrySendError::Full(command)) => {
+                Ok(Some(Box::pin(self.send_when_room(command))))
+            }
+            Err(mpsc::error::TrySendError::Closed(command)) => Err(self.fail(command)),
+        };
+        async move {
+            match queued {
+                Ok(None) => Ok(()),
+                Ok(Some(waiting)) => waiting.await,
+                Err(err) => Err(err),
+            }
         }
-        Ok(())
+    }
+
+    /// Queues `command` once the control lane has room.
+    async fn send_when_room(&self, command: Command) -> Result<(), ConnectionError> {
+        match self.inner.control.send(command).await {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::SendError(command)) => Err(self.fail(command)),
+        }
+    }
+
+    /// Answers `command` with the error that ended the connection, and
+    /// returns that error.
+    fn fail(&self, command: Command) -> ConnectionError {
+        let err = self.final_error();
+        command.fail(&err);
+        err
     }
 
     /// The error that ended the connection (`Closed` if the actor is gone without one).

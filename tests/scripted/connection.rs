@@ -359,6 +359,34 @@ async fn control_frames_overtake_queued_send_frames() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn control_frames_past_the_lanes_room_wait_for_it_and_go_out_in_order() {
+    // More than the control lane holds (1024), sent by one task that does
+    // not yield while the lane has room: the actor cannot drain it
+    // meanwhile, so the last ones wait for room.
+    const FLOWS: u32 = 1024 + 64;
+    let (conn, mut broker) = connected(ConnectionOptions::default()).await;
+    let sender = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            for permits in 1..=FLOWS {
+                conn.send_control(commands::flow(ConsumerId(1), permits))
+                    .await?;
+            }
+            Ok::<_, ConnectionError>(())
+        })
+    };
+    for permits in 1..=FLOWS {
+        let frame = guard("FLOW", broker.expect(Type::Flow)).await;
+        let flow = frame.command.flow.expect("a FLOW body");
+        assert_eq!(flow.message_permits, permits, "FLOWs out of order");
+    }
+    guard("sender", sender)
+        .await
+        .expect("task")
+        .expect("every FLOW queued");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_broker_that_keeps_sending_but_stops_reading_is_declared_dead() {
     let (conn, mut broker) = connected(ConnectionOptions::default()).await;
     // More than the pipe holds: most of it waits in the actor's buffer.

@@ -135,7 +135,7 @@ impl Driver {
         self.ack_tokens += 1;
         let (conn, id, acks) = (sub.conn.clone(), sub.id, flight.acks.clone());
         sub.acks.in_flight.insert(token, flight);
-        let landed = self.acks_landed_tx.clone();
+        let landed = self.acks_landed.sender();
         tokio::spawn(async move {
             let mut result = Ok(());
             // Each ACK frame names at most a frame's worth of ids.

@@ -147,7 +147,6 @@ impl Driver {
         activity: watch::Sender<Activity>,
         names: watch::Sender<Arc<TopicsRead>>,
     ) -> Result<Self, ConsumerError> {
-        let (acks_landed_tx, acks_landed) = mpsc::unbounded_channel();
         let discovery =
             discover::Discovery::new(settings.discovery.clone(), &topics, listing, clock::now());
         let observers = shelf::Observers {
@@ -167,8 +166,7 @@ impl Driver {
             activity,
             resubscribes: Resubscribes::default(),
             ack_tokens: 0,
-            acks_landed_tx,
-            acks_landed,
+            acks_landed: LazyChannel::default(),
             lost_reports: VecDeque::new(),
             discovery,
             topics: names,

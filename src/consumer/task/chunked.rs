@@ -6,13 +6,38 @@
 use super::*;
 use crate::consumer::core::chunks::{Chunk, Released};
 use crate::wire::{Checksum, Payload};
+use futures::future::Either;
 
 impl Driver {
     /// Takes a delivery that may be a chunk. Returns what to unpack: the
     /// delivery itself, or once a chunk completes its message, the whole
     /// message under its first chunk's id. `None` for a chunk that
     /// completes nothing (its permit went back to the broker).
-    pub(super) async fn assemble(
+    ///
+    /// Every delivery passes here: the work is done when this is called,
+    /// and only a chunk that completes nothing gets a future that waits
+    /// (for the network), so neither the payload nor a waiting future
+    /// sits in the task's future twice.
+    pub(super) fn assemble(
+        &mut self,
+        index: usize,
+        message_id: MessageId,
+        consumer_epoch: Option<u64>,
+        payload: Payload,
+    ) -> impl Future<Output = Option<(MessageId, Payload)>> + Send + '_ {
+        match self.take_chunk(index, message_id, consumer_epoch, payload) {
+            Some(whole) => Either::Left(std::future::ready(Some(whole))),
+            None => Either::Right(async move {
+                self.run_actions(index).await;
+                let sub = &self.subs[index];
+                let _ = sub.conn.send_control(commands::flow(sub.id, 1)).await;
+                None
+            }),
+        }
+    }
+
+    /// The work of [`Driver::assemble`] up to the network.
+    fn take_chunk(
         &mut self,
         index: usize,
         message_id: MessageId,
@@ -48,12 +73,7 @@ impl Driver {
                     ..payload
                 },
             )),
-            None => {
-                self.run_actions(index).await;
-                let sub = &self.subs[index];
-                let _ = sub.conn.send_control(commands::flow(sub.id, 1)).await;
-                None
-            }
+            None => None,
         }
     }
 

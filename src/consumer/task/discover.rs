@@ -18,7 +18,7 @@
 //!   flight stay valid; a deleted topic's subs are closed and kept as
 //!   tombstones (`Sub::removed`).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use super::attach::subscribe_on;
 use super::resubscribe::{Attached, close_orphan};
@@ -70,13 +70,15 @@ pub(super) enum Found {
 /// What the loop hears from discovery.
 pub(super) enum Signal {
     Found(Found),
+    /// A job ended without a finding.
+    Nothing,
     Watch(TopicListEvent),
 }
 
 pub(super) struct Discovery {
     settings: DiscoverySettings,
     /// Partition counts of the topics followed (0: not partitioned).
-    counts: BTreeMap<TopicName, u32>,
+    counts: PartitionCounts,
     /// Pattern consumer: the names last listed, their hash, what matched.
     listed: BTreeSet<String>,
     hash: Option<String>,
@@ -90,13 +92,51 @@ pub(super) struct Discovery {
     retry: BTreeSet<TopicName>,
     next_partitions: Option<std::time::Instant>,
     next_listing: Option<std::time::Instant>,
-    busy: bool,
+    /// The background job running (one at a time), where its finding comes.
+    job: Option<oneshot::Receiver<Found>>,
     watcher: Option<(Connection, WatcherId)>,
     watch_events: Option<mpsc::UnboundedReceiver<TopicListEvent>>,
     /// The broker said it has no watchers: poll only.
     no_watchers: bool,
-    tx: mpsc::UnboundedSender<Found>,
-    rx: mpsc::UnboundedReceiver<Found>,
+}
+
+/// Partition counts by topic, in a vector sorted by topic: a consumer of
+/// one topic keeps one entry (120 bytes) where a map's first node takes
+/// 1.3 KiB.
+#[derive(Default)]
+struct PartitionCounts(Vec<(TopicName, u32)>);
+
+impl PartitionCounts {
+    fn search(&self, topic: &TopicName) -> Result<usize, usize> {
+        self.0.binary_search_by(|(t, _)| t.cmp(topic))
+    }
+
+    /// The count of `topic`, inserted as `n` if it has none.
+    fn get_or_insert(&mut self, topic: TopicName, n: u32) -> &mut u32 {
+        let i = self.search(&topic).unwrap_or_else(|i| {
+            self.0.insert(i, (topic, n));
+            i
+        });
+        &mut self.0[i].1
+    }
+
+    fn get(&self, topic: &TopicName) -> Option<u32> {
+        self.search(topic).ok().map(|i| self.0[i].1)
+    }
+
+    fn contains(&self, topic: &TopicName) -> bool {
+        self.search(topic).is_ok()
+    }
+
+    fn remove(&mut self, topic: &TopicName) {
+        if let Ok(i) = self.search(topic) {
+            self.0.remove(i);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&TopicName, u32)> {
+        self.0.iter().map(|(t, n)| (t, *n))
+    }
 }
 
 impl Discovery {
@@ -108,14 +148,14 @@ impl Discovery {
         listing: Option<TopicListing>,
         now: std::time::Instant,
     ) -> Self {
-        let mut counts = BTreeMap::new();
+        let mut counts = PartitionCounts::default();
         for t in topics {
-            let n = counts.entry(t.base()).or_insert(0);
+            let n = counts.get_or_insert(t.base(), 0);
             if t.partition_index().is_some() {
                 *n += 1;
             }
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        counts.0.shrink_to_fit();
         let mut discovery = Self {
             counts,
             listed: BTreeSet::new(),
@@ -126,12 +166,10 @@ impl Discovery {
             retry: BTreeSet::new(),
             next_partitions: None,
             next_listing: None,
-            busy: false,
+            job: None,
             watcher: None,
             watch_events: None,
             no_watchers: false,
-            tx,
-            rx,
             settings,
         };
         if let (Some((pattern, every)), Some(listing)) = (&discovery.settings.pattern, listing) {
@@ -152,7 +190,7 @@ impl Discovery {
     }
 
     fn schedule_partitions(&mut self, now: std::time::Instant) {
-        let partitioned = self.counts.values().any(|&n| n > 0) || !self.retry.is_empty();
+        let partitioned = self.counts.iter().any(|(_, n)| n > 0) || !self.retry.is_empty();
         self.next_partitions = match self.settings.partitions_every {
             Some(every) if partitioned => Some(clock::after(now, every)),
             _ => None,
@@ -161,7 +199,7 @@ impl Discovery {
 
     /// When the next check is due; none while a job runs.
     pub(super) fn next_deadline(&self) -> Option<std::time::Instant> {
-        if self.busy {
+        if self.job.is_some() {
             return None;
         }
         match (self.next_partitions, self.next_listing) {
@@ -172,7 +210,13 @@ impl Discovery {
 
     /// The next finding or watcher update (pending while there is none).
     pub(super) async fn next(&mut self) -> Signal {
-        let (rx, watch_events) = (&mut self.rx, &mut self.watch_events);
+        let (job, watch_events) = (&mut self.job, &mut self.watch_events);
+        let found = async {
+            match job {
+                Some(finding) => finding.await,
+                None => std::future::pending().await,
+            }
+        };
         let watch = async {
             match watch_events {
                 Some(events) => events.recv().await,
@@ -180,7 +224,12 @@ impl Discovery {
             }
         };
         tokio::select! {
-            Some(found) = rx.recv() => Signal::Found(found),
+            found = found => {
+                self.job = None;
+                // A job that ended without a finding (it panicked) found
+                // nothing; the next check runs as usual.
+                found.map_or(Signal::Nothing, Signal::Found)
+            }
             event = watch => Signal::Watch(event.unwrap_or(TopicListEvent::ConnectionLost(
                 crate::connection::ConnectionError::Closed,
             ))),
@@ -190,10 +239,13 @@ impl Discovery {
     /// Stops the watcher, if any (in the background).
     pub(super) fn shut(&mut self) {
         self.watch_events = None;
-        self.rx.close();
-        // Found but not taken: nothing may stay behind on the broker.
-        while let Ok(found) = self.rx.try_recv() {
-            tokio::spawn(discard(found));
+        // Found but not taken: nothing may stay behind on the broker (a
+        // job that finds later undoes its finding itself).
+        if let Some(mut job) = self.job.take() {
+            job.close();
+            if let Ok(found) = job.try_recv() {
+                tokio::spawn(discard(found));
+            }
         }
         if let Some((conn, id)) = self.watcher.take() {
             tokio::spawn(close_watcher(conn, id));
@@ -227,7 +279,7 @@ impl Driver {
     /// Starts the check that is due at `now`, if no job runs.
     pub(super) fn discover(&mut self, now: std::time::Instant) {
         let d = &mut self.discovery;
-        if d.busy {
+        if d.job.is_some() {
             return;
         }
         if let (Some(at), Some((pattern, every))) = (d.next_listing, &d.settings.pattern) {
@@ -265,7 +317,7 @@ impl Driver {
             let bases: BTreeSet<TopicName> = d
                 .counts
                 .iter()
-                .filter(|(_, n)| **n > 0)
+                .filter(|(_, n)| *n > 0)
                 .map(|(t, _)| t.clone())
                 .chain(d.retry.iter().cloned())
                 .collect();
@@ -276,10 +328,10 @@ impl Driver {
     }
 
     fn spawn_job(&mut self, job: impl std::future::Future<Output = Found> + Send + 'static) {
-        self.discovery.busy = true;
-        let tx = self.discovery.tx.clone();
+        let (tx, finding) = oneshot::channel();
+        self.discovery.job = Some(finding);
         tokio::spawn(async move {
-            if let Err(mpsc::error::SendError(found)) = tx.send(job.await) {
+            if let Err(found) = tx.send(job.await) {
                 discard(found).await;
             }
         });
@@ -332,10 +384,8 @@ impl Driver {
     /// Takes what discovery reports.
     pub(super) async fn on_discovery(&mut self, signal: Signal) {
         match signal {
-            Signal::Found(found) => {
-                self.discovery.busy = false;
-                self.on_found(found).await;
-            }
+            Signal::Found(found) => self.on_found(found).await,
+            Signal::Nothing => {}
             Signal::Watch(TopicListEvent::Update {
                 added,
                 deleted,
@@ -364,7 +414,7 @@ impl Driver {
             }
         }
         let d = &mut self.discovery;
-        if !d.busy && !d.waiting.is_empty() {
+        if d.job.is_none() && !d.waiting.is_empty() {
             let bases = std::mem::take(&mut d.waiting).into_iter().collect();
             self.expand_and_subscribe(bases);
         }
@@ -427,10 +477,10 @@ impl Driver {
         for (base, count) in counts {
             let followed = !pattern
                 || self.discovery.matched.contains(&base)
-                || self.discovery.counts.contains_key(&base);
+                || self.discovery.counts.contains(&base);
             match count {
                 Ok(n) if followed => {
-                    let known = self.discovery.counts.entry(base.clone()).or_insert(n);
+                    let known = self.discovery.counts.get_or_insert(base.clone(), n);
                     if n < *known {
                         warn!(topic = %base, known = *known, now = n, "partition count shrank; ignored");
                     } else {
@@ -449,7 +499,7 @@ impl Driver {
             let base = name.base();
             let followed = !pattern
                 || self.discovery.matched.contains(&base)
-                || self.discovery.counts.contains_key(&base);
+                || self.discovery.counts.contains(&base);
             let wanted = followed && self.find(name.as_str()).is_none();
             match attached {
                 Ok((conn, id, _)) if !wanted => close_orphan(&conn, id).await,
@@ -484,12 +534,7 @@ impl Driver {
         // A new partition's share of the total queue, over the partitions
         // its topic has now (those read already keep theirs, as in Java).
         let partitions = match name.partition_index() {
-            Some(_) => self
-                .discovery
-                .counts
-                .get(&name.base())
-                .copied()
-                .unwrap_or(0),
+            Some(_) => self.discovery.counts.get(&name.base()).unwrap_or(0),
             None => 0,
         };
         let receiver_queue_size = crate::consumer::core::config::partition_queue_size(

@@ -109,11 +109,10 @@ pub(crate) struct Driver {
     /// Subscribe attempts after a lost subscription (see resubscribe.rs).
     pub(super) resubscribes: resubscribe::Resubscribes,
     /// ACK requests (with receipts): the next flight's token, and where
-    /// their outcomes come back.
+    /// their outcomes come back (made at the first; boxed: the channel
+    /// holds room for 32 from the start).
     pub(super) ack_tokens: u64,
-    /// (Boxed: the channel holds room for 32 from the start.)
-    pub(super) acks_landed_tx: mpsc::UnboundedSender<Box<acks::Landed>>,
-    pub(super) acks_landed: mpsc::UnboundedReceiver<Box<acks::Landed>>,
+    pub(super) acks_landed: LazyChannel<Box<acks::Landed>>,
     /// Partitions given up for good while others go on, and unreadable
     /// messages a batch ended before: each is reported once, to the next
     /// receiver.
@@ -142,16 +141,22 @@ impl Driver {
     /// The task: its loop, then `ended` set, so a handle that finds the
     /// task gone can tell a close (the flag set) from a panic (not set).
     /// The handle's queue lives until the flag is set.
-    pub(crate) async fn run(
+    ///
+    /// (An async block rather than an async fn: an async fn's future
+    /// holds the driver twice, as its argument and as the body's local.)
+    #[allow(clippy::manual_async_fn)] // see above: the block is the point
+    pub(crate) fn run(
         mut self,
         mut commands: mpsc::UnboundedReceiver<Box<Command>>,
         ended: Arc<std::sync::atomic::AtomicBool>,
-    ) {
-        // Handles waiting on the shelf are woken however the task ends.
-        let _close = shelf::CloseOnDrop(self.shelf.clone());
-        self.serve_until_stopped(&mut commands).await;
-        self.shelf.lock().held.release_all();
-        ended.store(true, std::sync::atomic::Ordering::Release);
+    ) -> impl Future<Output = ()> + Send {
+        async move {
+            // Handles waiting on the shelf are woken however the task ends.
+            let _close = shelf::CloseOnDrop(self.shelf.clone());
+            self.serve_until_stopped(&mut commands).await;
+            self.shelf.lock().held.release_all();
+            ended.store(true, std::sync::atomic::Ordering::Release);
+        }
     }
 
     /// The task's loop; ends after Close or Unsubscribe, or when every
@@ -203,7 +208,7 @@ impl Driver {
                         }
                     }
                     None => {
-                        self.shut_down().await;
+                        Box::pin(self.shut_down()).await;
                         return;
                     }
                 },
@@ -221,8 +226,8 @@ impl Driver {
                 }
                 Some(landed) = self.acks_landed.recv() => self.ack_landed(*landed),
                 () = self.shelf.work.notified() => self.run_touched().await,
-                outcome = self.resubscribes.next() => self.resubscribed(outcome).await,
-                signal = self.discovery.next() => self.on_discovery(signal).await,
+                outcome = self.resubscribes.next() => Box::pin(self.resubscribed(outcome)).await,
+                signal = self.discovery.next() => Box::pin(self.on_discovery(signal)).await,
                 () = self.memory.room() => {}
                 () = &mut timer, if armed.is_some() => {
                     // Set again next turn, even if the deadline stays.
@@ -387,16 +392,16 @@ impl Driver {
                 }
             }
             Command::Seek(target, reply) => {
-                let _ = reply.send(self.seek(target).await);
+                let _ = reply.send(Box::pin(self.seek(target)).await);
             }
             Command::LastMessageId(reply) => {
-                let _ = reply.send(self.last_message_id().await);
+                let _ = reply.send(Box::pin(self.last_message_id()).await);
             }
             Command::HasMessageAvailable(reply) => {
-                let _ = reply.send(self.has_message_available().await);
+                let _ = reply.send(Box::pin(self.has_message_available()).await);
             }
             Command::Unsubscribe(reply) => {
-                let result = self.unsubscribe().await;
+                let result = Box::pin(self.unsubscribe()).await;
                 let done = result.is_ok();
                 if done {
                     self.shelf.close();
@@ -405,13 +410,13 @@ impl Driver {
                 if done {
                     self.discovery.shut();
                     // The broker removed the consumers with the subscription.
-                    self.detach_all(false).await;
+                    Box::pin(self.detach_all(false)).await;
                     self.settings.forwards.close().await;
                     return true;
                 }
             }
             Command::Close(reply) => {
-                self.shut_down().await;
+                Box::pin(self.shut_down()).await;
                 self.shelf.close();
                 let _ = reply.send(Ok(()));
                 return true;

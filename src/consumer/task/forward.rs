@@ -31,15 +31,14 @@ pub(crate) const MAX_FORWARDS_IN_FLIGHT: usize = 100;
 #[derive(Debug)]
 pub(crate) struct Forwards {
     letters: Option<Arc<Letters>>,
-    // Boxed: the channel allocates room for 32 at once, per consumer;
-    // a forward is rare and a box is pointer-wide.
-    done_tx: mpsc::UnboundedSender<Box<Forwarded>>,
-    pub(super) done: mpsc::UnboundedReceiver<Box<Forwarded>>,
+    // Made at the first forward; boxed: the channel allocates room for
+    // 32 at once, a forward is rare and a box is pointer-wide.
+    pub(super) done: LazyChannel<Box<Forwarded>>,
     in_flight: usize,
-    /// The publishing tasks: dropped with the consumer's driver, which
-    /// aborts what is still running (a producer still being created is
-    /// then closed on the broker).
-    tasks: tokio::task::JoinSet<()>,
+    /// The publishing tasks (from the first forward): dropped with the
+    /// consumer's driver, which aborts what is still running (a producer
+    /// still being created is then closed on the broker).
+    tasks: Option<tokio::task::JoinSet<()>>,
     /// Permits held back while at the bound: (sub index, the consumer id
     /// they are for, permits).
     withheld: WithheldFlows,
@@ -49,13 +48,11 @@ impl Forwards {
     /// Forwards through `letters` (`None`: the consumer has no dead-letter
     /// policy, and every forward fails at once).
     pub(crate) fn new(letters: Option<Arc<Letters>>) -> Self {
-        let (done_tx, done) = mpsc::unbounded_channel();
         Self {
             letters,
-            done_tx,
-            done,
+            done: LazyChannel::default(),
             in_flight: 0,
-            tasks: tokio::task::JoinSet::new(),
+            tasks: None,
             withheld: Vec::new(),
         }
     }
@@ -91,10 +88,11 @@ impl Forwards {
             return false;
         };
         self.in_flight += 1;
-        let done = self.done_tx.clone();
+        let done = self.done.sender();
+        let tasks = self.tasks.get_or_insert_with(tokio::task::JoinSet::new);
         // Finished tasks are reaped here; their results came by `done`.
-        while self.tasks.try_join_next().is_some() {}
-        self.tasks.spawn(async move {
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
             let result = letters.forward(&message).await;
             let _ = done.send(Box::new(Forwarded {
                 index,

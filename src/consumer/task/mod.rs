@@ -31,6 +31,59 @@ pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;
 pub(crate) use shelf::{Shelf, Taken};
 
+/// An unbounded channel made when its first sender is: tokio's channel
+/// allocates a 512-byte header and room for 32 messages when made, which
+/// a consumer that never uses it (most never forward to a dead-letter
+/// topic, subscribe again or wait for ack receipts) should not pay.
+pub(crate) struct LazyChannel<T> {
+    channel: Option<(mpsc::UnboundedSender<T>, mpsc::UnboundedReceiver<T>)>,
+}
+
+impl<T> Default for LazyChannel<T> {
+    fn default() -> Self {
+        Self { channel: None }
+    }
+}
+
+impl<T> std::fmt::Debug for LazyChannel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyChannel")
+            .field("made", &self.channel.is_some())
+            .finish()
+    }
+}
+
+impl<T> LazyChannel<T> {
+    /// A sender, the channel made if it is not yet.
+    pub(crate) fn sender(&mut self) -> mpsc::UnboundedSender<T> {
+        self.made().0.clone()
+    }
+
+    fn made(&mut self) -> &mut (mpsc::UnboundedSender<T>, mpsc::UnboundedReceiver<T>) {
+        self.channel.get_or_insert_with(mpsc::unbounded_channel)
+    }
+
+    /// The next message; pending while the channel is not made (this holds
+    /// a sender, so it never ends while made).
+    pub(crate) async fn recv(&mut self) -> Option<T> {
+        match &mut self.channel {
+            Some((_, rx)) => rx.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Closes the receiving end, as `mpsc::UnboundedReceiver::close` (made
+    /// closed if it was not made, so senders taken later find it closed).
+    pub(crate) fn close(&mut self) {
+        self.made().1.close();
+    }
+
+    /// A message already sent, if any.
+    pub(crate) fn try_recv(&mut self) -> Option<T> {
+        self.channel.as_mut()?.1.try_recv().ok()
+    }
+}
+
 /// FLOWs held back: (sub index, the consumer id they are for, permits).
 type WithheldFlows = Vec<(usize, ConsumerId, u32)>;
 

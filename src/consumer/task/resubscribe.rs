@@ -22,34 +22,22 @@ pub(super) type Outcome = (usize, u64, Result<Attached, ConsumerError>);
 
 /// The resubscribe attempts under way (each a task of its own, reporting
 /// on one channel) and each partition's backoff.
+#[derive(Default)]
 pub(super) struct Resubscribes {
-    // Boxed: the channel allocates room for 32 at once, per consumer;
-    // an attempt is rare and a box is pointer-wide.
-    tx: mpsc::UnboundedSender<Box<Outcome>>,
-    rx: mpsc::UnboundedReceiver<Box<Outcome>>,
+    // Made at the first attempt; boxed: the channel allocates room for
+    // 32 at once, an attempt is rare and a box is pointer-wide.
+    outcomes: LazyChannel<Box<Outcome>>,
     pub(super) backoff: HashMap<usize, Backoff>,
     /// Subs between losing their subscription and getting it back.
     pub(super) running: std::collections::HashSet<usize>,
 }
 
-impl Default for Resubscribes {
-    fn default() -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        Self {
-            tx,
-            rx,
-            backoff: HashMap::new(),
-            running: std::collections::HashSet::new(),
-        }
-    }
-}
-
 impl Resubscribes {
     /// The next finished attempt (pending while none runs).
     pub(super) async fn next(&mut self) -> Outcome {
-        match self.rx.recv().await {
+        match self.outcomes.recv().await {
             Some(outcome) => *outcome,
-            // Never: `self` holds a sender.
+            // Never: the channel holds a sender.
             None => std::future::pending().await,
         }
     }
@@ -68,8 +56,8 @@ impl Resubscribes {
     /// No more attempts: running ones stop (or close what they make), and
     /// subscriptions that arrived but were not taken yet are closed.
     pub(super) async fn shut(&mut self) {
-        self.rx.close();
-        while let Ok(unclaimed) = self.rx.try_recv() {
+        self.outcomes.close();
+        while let Some(unclaimed) = self.outcomes.try_recv() {
             if let (_, _, Ok((conn, id, _))) = *unclaimed {
                 close_orphan(&conn, id).await;
             }
@@ -88,7 +76,7 @@ impl Resubscribes {
         attempt: impl std::future::Future<Output = Result<Attached, ConsumerError>> + Send + 'static,
     ) {
         self.running.insert(index);
-        let tx = self.tx.clone();
+        let tx = self.outcomes.sender();
         tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
