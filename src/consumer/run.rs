@@ -217,6 +217,9 @@ impl Consumer {
                 receiver.receive().await
             } else {
                 tokio::select! {
+                    // Calls that ended first, so their outcomes go out
+                    // before more messages come in.
+                    biased;
                     Some(done) = running.next(), if !running.is_empty() => {
                         settle(&mut settling, done);
                         continue;
@@ -242,7 +245,13 @@ impl Consumer {
                 let called = call.await;
                 settle(&mut settling, (msg, called));
             } else {
-                running.push(async move { (msg, call.await) });
+                let mut call = Box::pin(async move { (msg, call.await) });
+                // A quick handler's call is done at its first poll: settled
+                // now, without joining the set of calls in flight.
+                match futures::poll!(call.as_mut()) {
+                    std::task::Poll::Ready(done) => settle(&mut settling, done),
+                    std::task::Poll::Pending => running.push(call),
+                }
             }
         };
         while let Some(done) = running.next().await {

@@ -7,6 +7,18 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn an_outcome_is_sent_when_the_handler_returns_even_with_nothing_more_to_receive() {
+    outcome_sent_with_nothing_more_to_receive(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outcome_is_sent_when_a_handler_that_waited_returns_with_nothing_more_to_receive() {
+    outcome_sent_with_nothing_more_to_receive(true).await;
+}
+
+/// One message for a `run` with 4 calls at once; the handler acks it at
+/// once, or, if it `waits`, after yielding once (pending at its first
+/// poll, so the call joins the calls in flight).
+async fn outcome_sent_with_nothing_more_to_receive(waits: bool) {
     let net = FakeNetwork::new();
     let (consumer, mut broker, id) = subscribed_with(&net, |b| {
         b.subscription_type(SubscriptionType::Shared)
@@ -15,7 +27,12 @@ async fn an_outcome_is_sent_when_the_handler_returns_even_with_nothing_more_to_r
     .await;
     let runner = consumer.clone();
     let run = tokio::spawn(async move {
-        let handler = |_msg| async { Ok::<_, std::convert::Infallible>(Outcome::Ack) };
+        let handler = move |_msg| async move {
+            if waits {
+                tokio::task::yield_now().await;
+            }
+            Ok::<_, std::convert::Infallible>(Outcome::Ack)
+        };
         runner
             .run(handler, RunOptions::default().concurrency(4))
             .await
