@@ -8,6 +8,9 @@
 //! and the permit refill start there. What needs the network (a FLOW due,
 //! an ACK to send, a redelivery) waits in the core as an action; the
 //! handle marks the sub and wakes the task, which carries the actions out.
+//! A `receive()` that finds nothing leaves its waker here; the task wakes
+//! it once a turn of its loop has queued a message, or when the handles
+//! must go to the task, or when the task ends.
 //!
 //! The handles go to the task instead (a command, answered when a message
 //! is there) whenever taking directly could reorder what the application
