@@ -12,7 +12,15 @@ use crate::pulsar_wire;
 /// consume` on Shared subscription `s` from the earliest.
 async fn consume_from_earliest(url: &str, topic: &str, count: u32) -> Vec<serde_json::Value> {
     let count = count.to_string();
-    let args = [
+    pulsar_wire(url, &from_earliest(topic, &count))
+        .await
+        .ok_lines()
+}
+
+/// The arguments of `pulsar-wire consume` for `count` messages of `topic`
+/// on Shared subscription `s` from the earliest.
+fn from_earliest<'a>(topic: &'a str, count: &'a str) -> [&'a str; 10] {
+    [
         "consume",
         topic,
         "-s",
@@ -22,9 +30,8 @@ async fn consume_from_earliest(url: &str, topic: &str, count: u32) -> Vec<serde_
         "--position",
         "earliest",
         "-n",
-        &count,
-    ];
-    pulsar_wire(url, &args).await.ok_lines()
+        count,
+    ]
 }
 
 #[tokio::test]
@@ -282,19 +289,10 @@ async fn log_lines_go_to_stderr_and_leave_stdout_to_results() {
     assert_eq!(sent.ok_lines().len(), 2, "{sent:#?}");
 
     let args = [
-        "--url",
-        &url,
-        "consume",
-        &topic,
-        "-s",
-        "s",
-        "-t",
-        "shared",
-        "--position",
-        "earliest",
-        "-n",
-        "2",
-    ];
+        ["--url", url.as_str()].as_slice(),
+        &from_earliest(&topic, "2"),
+    ]
+    .concat();
     let env = [("PULSAR_WIRE_LOG", "pulsar_wire::consumer=trace")];
     let run = crate::run_with_env(&args, &env).await;
     let payloads: Vec<_> = run
