@@ -123,11 +123,14 @@ impl Default for CoreConfig {
 }
 
 impl CoreConfig {
-    /// Whether the instants passed to a core matter: only with an ack
-    /// timeout or a delayed nack. Without both, a driver may pass any
-    /// instant and save reading the clock per message.
+    /// Whether the instants passed to a core matter: with an ack timeout,
+    /// a delayed nack, or (Exclusive, Failover) a rewind that waits its
+    /// delay from the nack. Without them, a driver may pass any instant
+    /// and save reading the clock per message.
     pub(crate) fn uses_clock(&self) -> bool {
-        self.ack_timeout.is_some() || self.nack != NackPolicy::Immediate
+        self.ack_timeout.is_some()
+            || self.nack != NackPolicy::Immediate
+            || (!self.subscription_type.redelivers_by_id() && !self.rewind_min_delay.is_zero())
     }
 
     /// Checks every setting and policy.

@@ -71,25 +71,32 @@ impl Shelved {
     /// from and the message (see [`ConsumerCore::pop_for_application`]).
     /// Brings the sub's share of the memory budget in line, and marks the
     /// sub when the task has work: actions, FLOWs held back that may go
-    /// now, or its timer to move (an ack timeout started).
+    /// now, or its timer to move (an ack timeout started, or, on an empty
+    /// take, a rewind that waits its delay).
     pub(super) fn take(&mut self, now: std::time::Instant) -> Option<(usize, Incoming<Message>)> {
         let n = self.slots.len();
         for k in 0..n {
             let index = (self.next_sub + k) % n;
             let slot = &mut self.slots[index];
             let deadline = slot.core.next_deadline();
-            if let Some(incoming) = slot.core.pop_for_application(now) {
-                slot.position.handed_out(incoming.id, incoming.batch_size);
-                let work = slot.core.has_actions()
-                    || self.flows_withheld
-                    || earlier(slot.core.next_deadline(), deadline);
-                self.held.sync(index, slot.core.queued_bytes());
-                self.next_sub = (index + 1) % n;
-                if work {
+            let Some(incoming) = slot.core.pop_for_application(now) else {
+                // An empty take may start a rewind's wait (Exclusive,
+                // Failover) or let one go out: the task times or sends it.
+                if slot.core.has_actions() || earlier(slot.core.next_deadline(), deadline) {
                     self.touch(index);
                 }
-                return Some((index, incoming));
+                continue;
+            };
+            slot.position.handed_out(incoming.id, incoming.batch_size);
+            let work = slot.core.has_actions()
+                || self.flows_withheld
+                || earlier(slot.core.next_deadline(), deadline);
+            self.held.sync(index, slot.core.queued_bytes());
+            self.next_sub = (index + 1) % n;
+            if work {
+                self.touch(index);
             }
+            return Some((index, incoming));
         }
         None
     }
@@ -287,12 +294,6 @@ impl Shelf {
         if taken.is_none() {
             if let Some(waker) = waker {
                 shelved.wait(waker);
-            }
-            // Finding every queue empty may let a coalesced rewind go out.
-            for index in 0..shelved.slots.len() {
-                if shelved.slots[index].core.has_actions() {
-                    shelved.touch(index);
-                }
             }
         }
         let wake = !shelved.touched.is_empty();

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Wake, Waker};
 
 use super::*;
+use crate::consumer::SubscriptionType;
 use crate::consumer::message::MessageFields;
 
 /// Counts its wake-ups.
@@ -29,7 +30,19 @@ fn woken(counter: &Counter) -> usize {
 
 /// A shelf open to direct takes, with one sub and nothing queued.
 fn open_shelf() -> Arc<Shelf> {
-    let config = CoreConfig::default();
+    shelf_with(CoreConfig::default())
+}
+
+/// A Failover consumer's shelf: a nack there asks for a rewind that waits
+/// at least the rewind delay.
+fn failover_shelf() -> Arc<Shelf> {
+    shelf_with(CoreConfig {
+        subscription_type: SubscriptionType::Failover,
+        ..CoreConfig::default()
+    })
+}
+
+fn shelf_with(config: CoreConfig) -> Arc<Shelf> {
     let shelf = Arc::new(Shelf::for_tests(&config));
     shelf.lock().slots.push(Slot {
         name: "persistent://public/default/t".into(),
@@ -130,5 +143,47 @@ fn a_waiting_receive_is_woken_when_the_task_panics() {
     assert!(
         matches!(shelf.take_or_wake(&waker), Taken::AskTheTask),
         "closed for good"
+    );
+}
+
+/// Takes message 7 and nacks it, as a handle does.
+fn take_and_nack(shelf: &Shelf, waker: &Waker) {
+    queue(shelf, 7);
+    shelf.set_open(true);
+    let Taken::Message(Ok(m)) = shelf.take_or_wake(waker) else {
+        panic!("message 7 is queued");
+    };
+    let now = shelf.core_now();
+    shelf.lock().slots[0].core.nack(now, m.id(), 0);
+}
+
+#[test]
+fn an_empty_take_that_starts_a_rewinds_wait_wakes_the_task_to_time_it() {
+    let shelf = failover_shelf();
+    let (_, waker) = counter();
+    take_and_nack(&shelf, &waker);
+    shelf.touched();
+    // The queue is empty: the rewind now waits only for its delay, and
+    // the task must arm its timer for it (no receive will ask it to).
+    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    assert!(shelf.lock().slots[0].core.next_deadline().is_some());
+    assert_eq!(shelf.touched(), [0], "the task is told");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rewind_waits_its_delay_from_the_nack_not_from_the_consumers_start() {
+    let shelf = failover_shelf();
+    let (_, waker) = counter();
+    tokio::time::advance(Duration::from_secs(10)).await;
+    take_and_nack(&shelf, &waker);
+    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    let due = shelf.lock().slots[0]
+        .core
+        .next_deadline()
+        .expect("a rewind waits");
+    assert!(
+        due >= clock::now() + crate::consumer::core::config::DEFAULT_REWIND_MIN_DELAY,
+        "due {:?} after now",
+        due.checked_duration_since(clock::now())
     );
 }
