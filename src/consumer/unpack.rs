@@ -126,7 +126,7 @@ pub(crate) struct Delivery<'a> {
     pub(crate) redelivery_count: u32,
     /// Bit `i` set: member `i` is still unacked (empty: all are).
     pub(crate) ack_set: &'a [i64],
-    pub(crate) payload: Payload,
+    pub(crate) payload: Box<Payload>,
     /// The largest uncompressed size accepted (the broker's max message size).
     pub(crate) max_size: usize,
     /// What to do with an encrypted entry.
@@ -155,12 +155,9 @@ pub(crate) struct Unpacked {
 /// more than `max_size`), or a batch that does not split.
 pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
     let id = d.message_id.with_partition(d.partition).entry();
-    let Payload {
-        checksum,
-        metadata,
-        data,
-        ..
-    } = d.payload;
+    // Read where it was decoded: the payload stays in its box.
+    let payload = d.payload;
+    let (checksum, data, metadata) = (payload.checksum, payload.data, &payload.metadata);
     if let Checksum::Mismatch { carried, computed } = checksum {
         return Err(UnpackError::Checksum {
             id,
@@ -176,7 +173,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
         topic: d.topic.clone(),
         producer_name: metadata.producer_name.as_str().into(),
         redelivery_count: d.redelivery_count,
-        metadata: &metadata,
+        metadata,
     };
     let codec = metadata.compression.unwrap_or_default();
     let known = Compression::from_proto(codec);
@@ -188,7 +185,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
         };
         let mut message = entry.plain(id, data);
         Arc::make_mut(&mut message.0).undecoded = Some(Box::new(Undecoded {
-            context: EncryptionContext::of(&metadata),
+            context: EncryptionContext::of(metadata),
             unreadable,
         }));
         return Ok(Unpacked {

@@ -43,7 +43,7 @@ fn run_with(
         message_id: MessageId::new(5, 6),
         redelivery_count: 1,
         ack_set,
-        payload: p,
+        payload: Box::new(p),
         max_size: 1024,
         crypto,
     })

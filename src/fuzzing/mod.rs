@@ -142,7 +142,7 @@ pub fn payload(data: &[u8]) {
         message_id: MessageId::new(1, 2),
         redelivery_count: 0,
         ack_set: &ack_set,
-        payload: *payload,
+        payload,
         max_size: DECOMPRESS_CAP,
         crypto: crate::consumer::CryptoFailureAction::Fail,
     };

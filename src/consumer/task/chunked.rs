@@ -23,8 +23,8 @@ impl Driver {
         index: usize,
         message_id: MessageId,
         consumer_epoch: Option<u64>,
-        payload: Payload,
-    ) -> impl Future<Output = Option<(MessageId, Payload)>> + Send + '_ {
+        payload: Box<Payload>,
+    ) -> impl Future<Output = Option<(MessageId, Box<Payload>)>> + Send + '_ {
         match self.take_chunk(index, message_id, consumer_epoch, payload) {
             Some(whole) => Either::Left(std::future::ready(Some(whole))),
             None => Either::Right(async move {
@@ -42,8 +42,8 @@ impl Driver {
         index: usize,
         message_id: MessageId,
         consumer_epoch: Option<u64>,
-        payload: Payload,
-    ) -> Option<(MessageId, Payload)> {
+        mut payload: Box<Payload>,
+    ) -> Option<(MessageId, Box<Payload>)> {
         let sub = &mut self.subs[index];
         let id = message_id.with_partition(sub.partition).entry();
         // A corrupt chunk is reported as any corrupt entry (unpack.rs).
@@ -64,17 +64,10 @@ impl Driver {
             sub.chunks.on_chunk(now, clock::unix_millis(), chunk)
         };
         self.release_chunks(index, now);
-        match assembled {
-            Some(message) => Some((
-                message.first,
-                Payload {
-                    checksum: Checksum::Valid,
-                    data: message.data,
-                    ..payload
-                },
-            )),
-            None => None,
-        }
+        let message = assembled?;
+        payload.checksum = Checksum::Valid;
+        payload.data = message.data;
+        Some((message.first, payload))
     }
 
     /// Drops the incomplete chunked messages of sub `index` that expired

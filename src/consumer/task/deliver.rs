@@ -116,7 +116,7 @@ impl Driver {
             } => {
                 sub.delivered = true;
                 let Some((message_id, payload)) = self
-                    .assemble(index, message_id, consumer_epoch, *payload)
+                    .assemble(index, message_id, consumer_epoch, payload)
                     .await
                 else {
                     return; // a chunk of a message still incomplete
