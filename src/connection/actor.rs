@@ -271,16 +271,11 @@ where
     R: AsyncRead + Unpin,
 {
     for _ in 0..FRAMES_PER_TURN {
-        let read = std::future::poll_fn(|cx| match reader.poll_next_unpin(cx) {
-            Poll::Ready(read) => Poll::Ready(Some(read)),
-            Poll::Pending => Poll::Ready(None),
-        })
-        .await;
-        match read {
-            None => return Ok(()),
-            Some(Some(Ok(frame))) => handle_inbound(core, frame)?,
-            Some(Some(Err(e))) => return Err(e.into()),
-            Some(None) => return Err(ConnectionError::Disconnected),
+        match futures::poll!(reader.next()) {
+            Poll::Pending => return Ok(()),
+            Poll::Ready(Some(Ok(frame))) => handle_inbound(core, frame)?,
+            Poll::Ready(Some(Err(e))) => return Err(e.into()),
+            Poll::Ready(None) => return Err(ConnectionError::Disconnected),
         }
     }
     Ok(())

@@ -215,7 +215,10 @@ impl Driver {
                 Some((index, generation, event)) = self.events.next() => {
                     self.on_event(index, generation, event).await;
                     for _ in 0..EVENTS_PER_TURN {
-                        let Some((index, generation, event)) = self.next_event_now().await else {
+                        // Polled with the task's waker, as by `select!`.
+                        let Poll::Ready(Some((index, generation, event))) =
+                            futures::poll!(self.events.next())
+                        else {
                             break;
                         };
                         self.on_event(index, generation, event).await;
@@ -249,16 +252,6 @@ impl Driver {
             self.balance_memory().await;
             self.open_shelf();
         }
-    }
-
-    /// The next broker event if one is queued now (the task's waker is
-    /// registered when none is, as by `select!`).
-    async fn next_event_now(&mut self) -> Option<(usize, u64, ConsumerEvent)> {
-        std::future::poll_fn(|cx| match self.events.poll_next_unpin(cx) {
-            Poll::Ready(event) => Poll::Ready(event),
-            Poll::Pending => Poll::Ready(None),
-        })
-        .await
     }
 
     /// The shelf, for the handles.

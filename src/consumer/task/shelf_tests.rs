@@ -24,6 +24,13 @@ fn counter() -> (Arc<Counter>, Waker) {
     (counter.clone(), Waker::from(counter))
 }
 
+/// A receive that found `shelf` empty and waits there: its wake-ups.
+fn waiting_on(shelf: &Shelf) -> (Arc<Counter>, Waker) {
+    let (counter, waker) = counter();
+    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    (counter, waker)
+}
+
 fn woken(counter: &Counter) -> usize {
     counter.0.load(Ordering::SeqCst)
 }
@@ -91,8 +98,7 @@ fn queue(shelf: &Shelf, entry: u64) {
 #[test]
 fn a_waiting_receive_is_woken_by_a_queued_message_and_takes_it() {
     let shelf = open_shelf();
-    let (counter, waker) = counter();
-    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    let (counter, waker) = waiting_on(&shelf);
     assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
     queue(&shelf, 7);
     // The task's turn ends by telling the shelf whether it is open.
@@ -107,8 +113,7 @@ fn a_waiting_receive_is_woken_by_a_queued_message_and_takes_it() {
 #[test]
 fn nothing_new_wakes_nobody() {
     let shelf = open_shelf();
-    let (counter, waker) = counter();
-    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    let (counter, _waker) = waiting_on(&shelf);
     shelf.set_open(true);
     shelf.set_open(true);
     assert_eq!(woken(&counter), 0);
@@ -117,8 +122,7 @@ fn nothing_new_wakes_nobody() {
 #[test]
 fn a_waiting_receive_is_woken_when_the_task_must_answer() {
     let shelf = open_shelf();
-    let (counter, waker) = counter();
-    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    let (counter, waker) = waiting_on(&shelf);
     // A report waits for the next receiver, say: direct takes stop.
     shelf.set_open(false);
     assert_eq!(woken(&counter), 1);
@@ -128,8 +132,7 @@ fn a_waiting_receive_is_woken_when_the_task_must_answer() {
 #[test]
 fn a_waiting_receive_is_woken_when_the_task_panics() {
     let shelf = open_shelf();
-    let (counter, waker) = counter();
-    assert!(matches!(shelf.take_or_wake(&waker), Taken::Empty));
+    let (counter, waker) = waiting_on(&shelf);
     let guard = CloseOnDrop(shelf.clone());
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let _guard = guard;
