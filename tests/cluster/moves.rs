@@ -45,13 +45,7 @@ async fn moving_the_topic_between_brokers_under_load_loses_no_confirmed_message(
         traffic.confirmed(at).await;
         let from = *path.last().expect("an owner");
         let to = if split {
-            let bundle = admin::topic_bundle(cluster.admin(), &topic).await;
-            guard(
-                "split",
-                admin::split_bundle(cluster.admin(), &namespace, &bundle),
-            )
-            .await;
-            cluster.owner(&topic).await
+            guard("split", cluster.split(&topic)).await
         } else {
             let to = Cluster::other(from);
             guard("move", cluster.place(&topic, to)).await;

@@ -268,9 +268,10 @@ pub async fn unload_bundle(
     call("PUT", &url, None).await.ok("bundle unload");
 }
 
-/// Splits `bundle` of `namespace` in two (at its middle) and unloads both halves.
+/// Splits `bundle` of `namespace` in two (at its middle); the broker that
+/// owned it owns both halves.
 pub async fn split_bundle(admin_url: &str, namespace: &str, bundle: &str) {
-    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/{bundle}/split?unload=true");
+    let url = format!("{admin_url}/admin/v2/namespaces/{namespace}/{bundle}/split?unload=false");
     call("PUT", &url, None).await.ok("bundle split");
 }
 

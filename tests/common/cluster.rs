@@ -151,6 +151,26 @@ impl Cluster {
         panic!("{topic} should be on broker {n}; after {TRIES} unloads it was on {owners:?}");
     }
 
+    /// Splits `topic`'s bundle in two at its middle, unloads the half that
+    /// holds `topic`, and returns the broker that owns `topic` next.
+    ///
+    /// The broker could unload both halves itself (`split?unload=true`),
+    /// but it does that in the background after it answers, and an admin
+    /// call about a half meanwhile fails ("is being unloaded"). So the
+    /// split keeps the halves where they are, and the unload here returns
+    /// once the half is released. Both go through the owner, which knows
+    /// the new halves as soon as it answers the split.
+    pub async fn split(&self, topic: &str) -> usize {
+        let owner = &self.broker(self.owner(topic).await).admin_url;
+        let namespace = namespace_of(topic);
+        let bundle = admin::topic_bundle(owner, topic).await;
+        admin::split_bundle(owner, &namespace, &bundle).await;
+        let half = admin::topic_bundle(owner, topic).await;
+        assert_ne!(half, bundle, "{topic}'s bundle after its split");
+        admin::unload_bundle(owner, &namespace, &half, None).await;
+        self.owner(topic).await
+    }
+
     /// `kill -9` broker `n` (through the cluster script).
     pub async fn kill_broker(&mut self, n: usize) {
         self.script("kill-broker", n).await;
