@@ -131,8 +131,11 @@ pub enum ProducerEvent {
         /// The broker's explanation.
         message: String,
     },
-    /// `CLOSE_PRODUCER` from the broker (topic unloaded, moved, deleted). The
-    /// registration is removed: the producer must be created again.
+    /// `CLOSE_PRODUCER` from the broker (topic unloaded, moved, deleted):
+    /// the producer must be created again. The registration stays until
+    /// [`Connection::unregister_producer`](crate::Connection::unregister_producer):
+    /// Apache Pulsar sends `SEND_RECEIPT` after `CLOSE_PRODUCER` for the
+    /// sends it was storing as it closed, and those messages are stored.
     Closed(BrokerHint),
     /// `TOPIC_MIGRATED`: the topic moved to another cluster.
     TopicMigrated(BrokerHint),

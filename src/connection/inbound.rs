@@ -279,7 +279,9 @@ impl Router {
                 broker_url_tls: b.assigned_broker_service_url_tls,
             };
             let id = ProducerId(b.producer_id);
-            self.deliver_to_producer(id, "CLOSE_PRODUCER", ProducerEvent::Closed(hint), true);
+            // The registration stays: the broker may still answer the sends
+            // it was storing (see `ProducerEvent::Closed`).
+            self.deliver_to_producer(id, "CLOSE_PRODUCER", ProducerEvent::Closed(hint), false);
         } else if let Some(b) = c.close_consumer {
             let hint = BrokerHint {
                 broker_url: b.assigned_broker_service_url,

@@ -252,7 +252,7 @@ fn receipts_and_messages_go_to_their_owner_and_unknown_ids_are_ignored() {
 }
 
 #[test]
-fn broker_close_delivers_the_hint_and_ends_the_registration() {
+fn broker_close_delivers_the_hint_and_keeps_routing_the_receipts_after_it() {
     let mut router = Router::new(TIMEOUT);
     let (ptx, mut prx) = mpsc::unbounded_channel();
     router.register_producer(ProducerId(1), ptx);
@@ -268,7 +268,13 @@ fn broker_close_delivers_the_hint_and_ends_the_registration() {
     router.on_inbound(receipt(1, 0));
     assert!(matches!(prx.try_recv(),
         Ok(ProducerEvent::Closed(hint)) if hint.broker_url.as_deref() == Some("pulsar://b2:6650")));
-    assert!(prx.try_recv().is_err(), "no receipt after the close");
+    assert!(
+        matches!(prx.try_recv(), Ok(ProducerEvent::Receipt { .. })),
+        "a receipt after the close still arrives"
+    );
+    router.unregister_producer(ProducerId(1));
+    router.on_inbound(receipt(1, 1));
+    assert!(prx.try_recv().is_err(), "nothing once unregistered");
 }
 
 #[test]

@@ -111,6 +111,10 @@ struct Driver {
     flushes: Vec<(u64, oneshot::Sender<Result<(), ProducerError>>)>,
     closing: Option<Option<oneshot::Sender<Result<(), ProducerError>>>>,
     dead: Option<ProducerError>,
+    /// The broker closed the producer (CLOSE_PRODUCER) and it is being
+    /// created again: the old registration, `p.events`, stays open for the
+    /// receipts of sends the broker was storing as it closed.
+    late_receipts: bool,
 }
 
 /// A partition's task, as its handle sees it: the channel it sends on,
@@ -156,6 +160,7 @@ pub(crate) fn spawn(mut created: Created, mut recipe: Recipe, settings: Settings
         flushes: Vec::new(),
         closing: None,
         dead: None,
+        late_receipts: false,
     };
     let ended = Arc::new(AtomicBool::new(false));
     let flag = ended.clone();
@@ -196,15 +201,18 @@ impl Driver {
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(clock::now).into());
             tokio::select! {
                 biased;
-                // Once dead, the mailbox is closed for good: stop polling it;
-                // while re-creating, the old one is done too.
-                event = self.p.events.recv(), if self.dead.is_none() && up => match event {
-                    Some(event) => self.on_event(event),
-                    None => self.lose(
+                // Once dead, the mailbox is closed for good: stop polling it.
+                // While re-creating, the old one is done too, unless the
+                // broker closed the producer and may still send receipts.
+                event = self.p.events.recv(), if self.dead.is_none() && (up || self.late_receipts) => match event {
+                    Some(event) if up => self.on_event(event),
+                    Some(event) => self.on_late_event(event),
+                    None if up => self.lose(
                         ProducerError::ConnectionLost(crate::connection::ConnectionError::Closed),
                         None,
                         false,
                     ),
+                    None => self.late_receipts = false,
                 },
                 fresh = self.link.attempt(), if self.dead.is_none() && !up => self.on_attempt(fresh),
                 cmd = cmds.recv(), if accepting => match cmd {
@@ -318,61 +326,7 @@ impl Driver {
                 sequence_id,
                 message_id,
                 ..
-            } => {
-                // A broker with deduplication on answers a sequence id it
-                // has seen with the position (-1, -1): nothing was stored.
-                let duplicate =
-                    message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
-                let id = message_id
-                    .unwrap_or(MessageId::new(0, 0))
-                    .with_partition(self.p.partition);
-                let chunk = self
-                    .pending
-                    .oldest()
-                    .and_then(|p| chunker::position(&p.metadata));
-                match self.pending.on_receipt(sequence_id.0, id) {
-                    Ok(resolved) => {
-                        self.link.worked();
-                        // A chunked message is known by its first chunk's id.
-                        let chunked = match chunk {
-                            Some((0, _)) => Some(*self.first_chunk.insert(id)),
-                            Some((at, num)) if at + 1 == num => self.first_chunk.take(),
-                            _ => None,
-                        };
-                        let now = clock::now();
-                        let sends = resolved.iter().map(|(w, _)| (w.queued_at, w.payload));
-                        if duplicate {
-                            self.settings.stats.failed(now, sends);
-                        } else {
-                            self.settings.stats.stored(now, sends);
-                        }
-                        for (waiter, own) in resolved {
-                            self.budget.release(1, waiter.bytes);
-                            let answer = if duplicate {
-                                Err(ProducerError::Duplicate {
-                                    topic: self.p.topic.clone(),
-                                    sequence_id: sequence_id.0,
-                                })
-                            } else {
-                                Ok(chunked.unwrap_or(own))
-                            };
-                            self.answer(waiter.reply, answer);
-                        }
-                    }
-                    Err(ReceiptError::Stale { got, .. }) => {
-                        debug!(sequence_id = got, "receipt for a send no longer in flight");
-                    }
-                    Err(ReceiptError::OutOfOrder { expected, got }) => {
-                        // The broker and we disagree about what was sent:
-                        // start over on a fresh producer and send it all again.
-                        self.lose(
-                            ProducerError::OutOfOrderReceipt { expected, got },
-                            None,
-                            true,
-                        );
-                    }
-                }
-            }
+            } => self.on_receipt(sequence_id, message_id),
             ProducerEvent::SendError {
                 sequence_id,
                 code,
@@ -422,11 +376,7 @@ impl Driver {
                 }
                 Err(e) => debug!(error = %e, "send error for a send no longer in flight"),
             },
-            ProducerEvent::Closed(hint) => {
-                let topic = self.p.topic.clone();
-                // The broker already dropped the registration.
-                self.lose(ProducerError::ClosedByBroker { topic }, Some(hint), false);
-            }
+            ProducerEvent::Closed(hint) => self.closed_by_broker(hint),
             ProducerEvent::TopicMigrated(hint) => {
                 let topic = self.p.topic.clone();
                 self.lose(ProducerError::ClosedByBroker { topic }, Some(hint), true);
@@ -435,6 +385,96 @@ impl Driver {
                 self.lose(ProducerError::ConnectionLost(e), None, false);
             }
         }
+    }
+
+    /// A SEND_RECEIPT: answers the oldest send in flight, if it is the one
+    /// named; a receipt for a later one means the broker and we are out of
+    /// step, and the producer starts over.
+    fn on_receipt(&mut self, sequence_id: SequenceId, message_id: Option<MessageId>) {
+        // A broker with deduplication on answers a sequence id it
+        // has seen with the position (-1, -1): nothing was stored.
+        let duplicate =
+            message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
+        let id = message_id
+            .unwrap_or(MessageId::new(0, 0))
+            .with_partition(self.p.partition);
+        let chunk = self
+            .pending
+            .oldest()
+            .and_then(|p| chunker::position(&p.metadata));
+        match self.pending.on_receipt(sequence_id.0, id) {
+            Ok(resolved) => {
+                self.link.worked();
+                // A chunked message is known by its first chunk's id.
+                let chunked = match chunk {
+                    Some((0, _)) => Some(*self.first_chunk.insert(id)),
+                    Some((at, num)) if at + 1 == num => self.first_chunk.take(),
+                    _ => None,
+                };
+                let now = clock::now();
+                let sends = resolved.iter().map(|(w, _)| (w.queued_at, w.payload));
+                if duplicate {
+                    self.settings.stats.failed(now, sends);
+                } else {
+                    self.settings.stats.stored(now, sends);
+                }
+                for (waiter, own) in resolved {
+                    self.budget.release(1, waiter.bytes);
+                    let answer = if duplicate {
+                        Err(ProducerError::Duplicate {
+                            topic: self.p.topic.clone(),
+                            sequence_id: sequence_id.0,
+                        })
+                    } else {
+                        Ok(chunked.unwrap_or(own))
+                    };
+                    self.answer(waiter.reply, answer);
+                }
+            }
+            Err(ReceiptError::Stale { got, .. }) => {
+                debug!(sequence_id = got, "receipt for a send no longer in flight");
+            }
+            Err(ReceiptError::OutOfOrder { expected, got }) => {
+                // The broker and we disagree about what was sent:
+                // start over on a fresh producer and send it all again.
+                self.lose(
+                    ProducerError::OutOfOrderReceipt { expected, got },
+                    None,
+                    true,
+                );
+            }
+        }
+    }
+
+    /// An event on the registration the broker closed, while the producer
+    /// is created again. A receipt there confirms a send the broker stored
+    /// as it closed the producer: answered now, it is not sent again (the
+    /// Java client drops such receipts and sends again, and the topic
+    /// stores the message twice). A send error there is moot: what it
+    /// names goes again anyway.
+    fn on_late_event(&mut self, event: ProducerEvent) {
+        match event {
+            ProducerEvent::Receipt {
+                sequence_id,
+                message_id,
+                ..
+            } => self.on_receipt(sequence_id, message_id),
+            ProducerEvent::ConnectionLost(_) => self.late_receipts = false,
+            other => debug!(event = ?other, "after CLOSE_PRODUCER: ignored"),
+        }
+    }
+
+    /// Takes the receipts the closed registration holds, then lets it go
+    /// (the producer is up again, or ends).
+    fn end_late_receipts(&mut self) {
+        if !std::mem::take(&mut self.late_receipts) {
+            return;
+        }
+        while let Ok(event) = self.p.events.try_recv() {
+            self.on_late_event(event);
+        }
+        let (conn, id) = (self.p.conn.clone(), self.p.id);
+        tokio::spawn(async move { conn.unregister_producer(id).await });
     }
 
     /// Answers the flushes whose messages have all been answered.
@@ -472,6 +512,8 @@ impl Driver {
 
     /// The producer cannot go on: fail everything held, refuse what comes.
     fn die(&mut self, err: ProducerError) {
+        // Sends the broker confirmed as it closed are answered as stored.
+        self.end_late_receipts();
         warn!(error = %err, "producer failed");
         let held: Vec<Waiter> = self
             .pending

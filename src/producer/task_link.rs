@@ -66,18 +66,39 @@ impl Driver {
     /// the old one first if `close_old`. Every unconfirmed entry will be
     /// written again.
     pub(super) fn lose(&mut self, why: ProducerError, hint: Option<BrokerHint>, close_old: bool) {
-        if !self.link.is_up() || self.dead.is_some() {
-            return;
-        }
-        warn!(error = %why, unconfirmed = self.pending.in_flight().count(), "producer link lost; re-creating it");
-        self.link.backoff.down(clock::now());
-        self.pending.rewind();
         let old = Old {
             conn: self.p.conn.clone(),
             id: self.p.id,
             close: close_old,
         };
-        self.link.start(self.recipe.clone(), Some(old), hint);
+        self.relink(&why, hint, Some(old));
+    }
+
+    /// The broker closed the producer (CLOSE_PRODUCER): re-create it, at
+    /// `hint`'s broker if it named one. The old registration stays until
+    /// then, for the receipts of the sends the broker was storing as it
+    /// closed (see [`Driver::on_late_event`]).
+    pub(super) fn closed_by_broker(&mut self, hint: BrokerHint) {
+        let why = ProducerError::ClosedByBroker {
+            topic: self.p.topic.clone(),
+        };
+        if self.relink(&why, Some(hint), None) {
+            self.late_receipts = true;
+        }
+    }
+
+    /// Starts re-creating the producer unless it is being re-created or
+    /// dead already; every unconfirmed entry will be written again. True
+    /// if it started.
+    fn relink(&mut self, why: &ProducerError, hint: Option<BrokerHint>, old: Option<Old>) -> bool {
+        if !self.link.is_up() || self.dead.is_some() {
+            return false;
+        }
+        warn!(error = %why, unconfirmed = self.pending.in_flight().count(), "producer link lost; re-creating it");
+        self.link.backoff.down(clock::now());
+        self.pending.rewind();
+        self.link.start(self.recipe.clone(), old, hint);
+        true
     }
 
     /// Takes the outcome of one reconnect attempt.
@@ -86,6 +107,7 @@ impl Driver {
         match outcome {
             Ok(mut fresh) => {
                 fresh.unclaimed.claim();
+                self.end_late_receipts();
                 if fresh.topic_epoch.is_some() {
                     self.recipe.topic_epoch = fresh.topic_epoch;
                 }

@@ -126,6 +126,39 @@ async fn a_receipt_that_skips_ahead_re_creates_the_producer_and_resends() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn receipts_after_close_producer_confirm_their_sends_which_are_not_sent_again() {
+    guard("receipts after the close", async {
+        let (producer, mut broker, _svc) = producer_with(None, -1, 64 << 20, WhenFull::Block).await;
+        let mut receipts = Vec::new();
+        for body in ["x", "y", "z"] {
+            receipts.push(producer.send(body).await.expect("queued"));
+        }
+        let (id, _) = send_of(&broker.expect(Type::Send).await);
+        broker.expect(Type::Send).await;
+        broker.expect(Type::Send).await;
+        // Apache Pulsar closes the producer as the topic unloads, then
+        // answers the sends it was storing: "x" and "y" are in the topic.
+        broker.send(close_producer(id, None)).await;
+        broker.send(answer::receipt(id, 0)).await;
+        broker.send(answer::receipt(id, 1)).await;
+        let fresh = recreate(&mut broker).await;
+        assert_eq!(
+            send_of(&broker.expect(Type::Send).await),
+            (fresh, 2),
+            "only the send without a receipt goes again"
+        );
+        broker.send(answer::receipt(fresh, 2)).await;
+        let ids: Vec<u64> = futures::future::join_all(receipts)
+            .await
+            .into_iter()
+            .map(|r| r.expect("stored").entry_id)
+            .collect();
+        assert_eq!(ids, [0, 1, 2]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn close_producer_naming_a_broker_goes_straight_there() {
     guard("assigned broker", async {
         let net = FakeNetwork::new();

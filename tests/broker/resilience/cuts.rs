@@ -1,7 +1,7 @@
 //! The fault proxy resets every connection of the client 20 times while it
 //! produces 20,000 messages, or while it consumes with individual acks.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use super::*;
@@ -23,28 +23,8 @@ async fn twenty_cuts_during_a_20000_message_produce_lose_no_confirmed_message() 
         .create()
         .await
         .expect("producer");
-    let mut receipts = VecDeque::new();
-    let mut confirmed = Vec::new();
-    guard("produce through 20 cuts", async {
-        for i in 0..MESSAGES {
-            let receipt = producer.send(body(i)).await.expect("queued");
-            receipts.push_back((i, receipt));
-            if (i + 1) % (MESSAGES / CUTS) == 0 {
-                // Many sends are in flight right now.
-                proxy.cut_all();
-            }
-            while receipts.len() > 1_000 {
-                let (n, receipt) = receipts.pop_front().expect("non-empty");
-                receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
-                confirmed.push(n);
-            }
-        }
-        for (n, receipt) in receipts.drain(..) {
-            receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
-            confirmed.push(n);
-        }
-    })
-    .await;
+    // Each cut comes while many sends are in flight.
+    let confirmed = produce_through_faults(&producer, MESSAGES, CUTS, || proxy.cut_all()).await;
     assert!(
         proxy.accepted() > CUTS as usize,
         "every cut forced a new connection: {} accepted",
@@ -53,12 +33,7 @@ async fn twenty_cuts_during_a_20000_message_produce_lose_no_confirmed_message() 
     producer.close().await.expect("close");
 
     let check = direct(&broker).await;
-    let end = check.producer(&topic).create().await.expect("end producer");
-    end.send(END)
-        .await
-        .expect("queued")
-        .await
-        .expect("end marker");
+    send_end_marker(&check, &topic).await;
     let read = read_back(&check, &topic).await;
     let duplicates = check_all_there_in_order(&confirmed, &read);
     eprintln!(

@@ -1,7 +1,7 @@
 //! Broker faults against a real broker: connections cut by the fault proxy
 //! during produce and consume, a black-holed connection found dead by the
-//! keepalive, and the broker killed with SIGKILL and restarted on the same
-//! port and data. Each test checks what the application was promised: every
+//! keepalive, the broker killed with SIGKILL and restarted on the same
+//! port and data, and the topic unloaded under a producer. Each test checks what the application was promised: every
 //! confirmed send is in the topic, in the producer's order, and every
 //! message is delivered at least once. Shared subscriptions throughout
 //! (pulsar-lite duplicates dispatch on Exclusive; see test-brokers.md).
@@ -9,6 +9,7 @@
 mod black_hole;
 mod cuts;
 mod kill;
+mod unloads;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -73,6 +74,51 @@ fn number(payload: &[u8]) -> Option<u64> {
 
 /// The end marker a direct producer sends after every confirmed message.
 const END: &str = "end";
+
+/// Sends [`body`]`(0..total)` with up to 1,000 sends in flight and calls
+/// `fault` after every `total / faults` sends, while many are in flight;
+/// returns the numbers confirmed, in the order their receipts came.
+async fn produce_through_faults(
+    producer: &pulsar_wire::producer::Producer,
+    total: u64,
+    faults: u64,
+    mut fault: impl FnMut(),
+) -> Vec<u64> {
+    let mut receipts = std::collections::VecDeque::new();
+    let mut confirmed = Vec::new();
+    guard("produce through the faults", async {
+        for i in 0..total {
+            let receipt = producer.send(body(i)).await.expect("queued");
+            receipts.push_back((i, receipt));
+            if (i + 1) % (total / faults) == 0 {
+                fault();
+            }
+            while receipts.len() > 1_000 {
+                let (n, receipt) = receipts.pop_front().expect("non-empty");
+                receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
+                confirmed.push(n);
+            }
+        }
+        for (n, receipt) in receipts.drain(..) {
+            receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
+            confirmed.push(n);
+        }
+    })
+    .await;
+    confirmed
+}
+
+/// Sends the [`END`] marker to `topic` from a producer of its own, and
+/// waits until it is stored.
+async fn send_end_marker(client: &Client, topic: &str) {
+    let end = client.producer(topic).create().await.expect("end producer");
+    end.send(END)
+        .await
+        .expect("queued")
+        .await
+        .expect("end marker stored");
+    end.close().await.expect("close");
+}
 
 /// Reads `topic` from the start on a new subscription until the [`END`]
 /// marker; returns the message numbers in the order they came (duplicates
