@@ -101,7 +101,7 @@ impl Driver {
     /// an unreadable one ends the batch (its error goes to the next
     /// receiver, or is the answer if the batch is empty).
     async fn take_batch(&mut self, policy: &BatchReceivePolicy) -> Result<Messages, ConsumerError> {
-        let now = self.core_now();
+        let now = self.shelf.core_now();
         let (mut messages, mut total) = (Vec::new(), 0);
         while let Some(bytes) = self.next_queued_bytes() {
             if !policy.fits(messages.len(), total, bytes) {

@@ -39,7 +39,7 @@ impl Driver {
             }
             let at = match now {
                 Some(at) => at,
-                None => *now.insert(self.core_now()),
+                None => *now.insert(self.shelf.core_now()),
             };
             match self.pop(at).await {
                 Some(message) => {
@@ -99,7 +99,7 @@ impl Driver {
     }
 
     pub(super) async fn on_event(&mut self, index: usize, generation: u64, event: ConsumerEvent) {
-        let now = self.core_now();
+        let now = self.shelf.core_now();
         let Some(sub) = self.subs.get_mut(index) else {
             return;
         };

@@ -312,7 +312,7 @@ impl Driver {
                     let _ = reply.send(Err(lost));
                     return false;
                 }
-                let answer = match (self.pop(self.core_now()).await, self.all_lost()) {
+                let answer = match (self.pop(self.shelf.core_now()).await, self.all_lost()) {
                     (None, Some(lost)) => Err(lost()),
                     (message, _) => message.transpose(),
                 };
@@ -496,10 +496,5 @@ impl Driver {
             }
         }
         Some(index)
-    }
-
-    /// The instant for the cores' calls (see [`shelf::Shelved::core_now`]).
-    pub(super) fn core_now(&self) -> std::time::Instant {
-        self.shelf.core_now()
     }
 }

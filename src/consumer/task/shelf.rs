@@ -241,8 +241,8 @@ impl Shelf {
         Self::new(Arc::new(Semaphore::new(1 << 20)), observers, config)
     }
 
-    /// The instant for the cores' calls: the clock when they use it (an
-    /// ack timeout or a delayed nack), else the task's start, which they
+    /// The instant for the cores' calls: the clock when they use it (see
+    /// `CoreConfig::uses_clock`), else the task's start, which they
     /// ignore; reading the clock per message cost ~3% of a consume run.
     pub(super) fn core_now(&self) -> std::time::Instant {
         if self.uses_clock {
