@@ -113,7 +113,11 @@ struct Driver {
     dead: Option<ProducerError>,
     /// The broker closed the producer (CLOSE_PRODUCER) and it is being
     /// created again: the old registration, `p.events`, stays open for the
-    /// receipts of sends the broker was storing as it closed.
+    /// receipts of sends the broker was storing as it closed. Handled as
+    /// any receipt, each answers its send, which is then not sent again
+    /// (the Java client drops them, and the topic stores those messages
+    /// twice). Other events there change nothing while the link is down,
+    /// except a final send error, which fails its send as it would anyway.
     late_receipts: bool,
 }
 
@@ -205,8 +209,7 @@ impl Driver {
                 // While re-creating, the old one is done too, unless the
                 // broker closed the producer and may still send receipts.
                 event = self.p.events.recv(), if self.dead.is_none() && (up || self.late_receipts) => match event {
-                    Some(event) if up => self.on_event(event),
-                    Some(event) => self.on_late_event(event),
+                    Some(event) => self.on_event(event),
                     None if up => self.lose(
                         ProducerError::ConnectionLost(crate::connection::ConnectionError::Closed),
                         None,
@@ -446,24 +449,6 @@ impl Driver {
         }
     }
 
-    /// An event on the registration the broker closed, while the producer
-    /// is created again. A receipt there confirms a send the broker stored
-    /// as it closed the producer: answered now, it is not sent again (the
-    /// Java client drops such receipts and sends again, and the topic
-    /// stores the message twice). A send error there is moot: what it
-    /// names goes again anyway.
-    fn on_late_event(&mut self, event: ProducerEvent) {
-        match event {
-            ProducerEvent::Receipt {
-                sequence_id,
-                message_id,
-                ..
-            } => self.on_receipt(sequence_id, message_id),
-            ProducerEvent::ConnectionLost(_) => self.late_receipts = false,
-            other => debug!(event = ?other, "after CLOSE_PRODUCER: ignored"),
-        }
-    }
-
     /// Takes the receipts the closed registration holds, then lets it go
     /// (the producer is up again, or ends).
     fn end_late_receipts(&mut self) {
@@ -471,7 +456,7 @@ impl Driver {
             return;
         }
         while let Ok(event) = self.p.events.try_recv() {
-            self.on_late_event(event);
+            self.on_event(event);
         }
         let (conn, id) = (self.p.conn.clone(), self.p.id);
         tokio::spawn(async move { conn.unregister_producer(id).await });

@@ -77,7 +77,7 @@ impl Driver {
     /// The broker closed the producer (CLOSE_PRODUCER): re-create it, at
     /// `hint`'s broker if it named one. The old registration stays until
     /// then, for the receipts of the sends the broker was storing as it
-    /// closed (see [`Driver::on_late_event`]).
+    /// closed (see `Driver::late_receipts`).
     pub(super) fn closed_by_broker(&mut self, hint: BrokerHint) {
         let why = ProducerError::ClosedByBroker {
             topic: self.p.topic.clone(),
