@@ -43,6 +43,22 @@ async fn answer_producer(broker: &mut FakeBroker) -> u64 {
     id
 }
 
+/// Sends "x", "y" and "z" and sees their SENDs arrive (sequence ids 0 to
+/// 2); returns the producer id they went under and their receipts.
+async fn three_in_flight(
+    producer: &Producer,
+    broker: &mut FakeBroker,
+) -> (u64, Vec<pulsar_wire::producer::SendReceipt>) {
+    let mut receipts = Vec::new();
+    for body in ["x", "y", "z"] {
+        receipts.push(producer.send(body).await.expect("queued"));
+    }
+    let (id, _) = send_of(&broker.expect(Type::Send).await);
+    broker.expect(Type::Send).await;
+    broker.expect(Type::Send).await;
+    (id, receipts)
+}
+
 pub(super) fn close_producer(producer: u64, broker_url: Option<&str>) -> BaseCommand {
     BaseCommand {
         r#type: Type::CloseProducer as i32,
@@ -61,13 +77,7 @@ async fn a_lost_connection_resends_every_unconfirmed_message_in_order() {
     guard("reconnect", async {
         let (producer, mut broker, mut svc) =
             producer_with(None, -1, 64 << 20, WhenFull::Block).await;
-        let mut receipts = Vec::new();
-        for body in ["x", "y", "z"] {
-            receipts.push(producer.send(body).await.expect("queued"));
-        }
-        let (id, _) = send_of(&broker.expect(Type::Send).await);
-        broker.expect(Type::Send).await;
-        broker.expect(Type::Send).await;
+        let (id, mut receipts) = three_in_flight(&producer, &mut broker).await;
         broker.send(answer::receipt(id, 0)).await;
         drop(broker);
         // Queued while the producer is re-created: it waits for it.
@@ -129,13 +139,7 @@ async fn a_receipt_that_skips_ahead_re_creates_the_producer_and_resends() {
 async fn receipts_after_close_producer_confirm_their_sends_which_are_not_sent_again() {
     guard("receipts after the close", async {
         let (producer, mut broker, _svc) = producer_with(None, -1, 64 << 20, WhenFull::Block).await;
-        let mut receipts = Vec::new();
-        for body in ["x", "y", "z"] {
-            receipts.push(producer.send(body).await.expect("queued"));
-        }
-        let (id, _) = send_of(&broker.expect(Type::Send).await);
-        broker.expect(Type::Send).await;
-        broker.expect(Type::Send).await;
+        let (id, receipts) = three_in_flight(&producer, &mut broker).await;
         // Apache Pulsar closes the producer as the topic unloads, then
         // answers the sends it was storing: "x" and "y" are in the topic.
         broker.send(close_producer(id, None)).await;

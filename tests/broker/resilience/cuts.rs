@@ -17,12 +17,7 @@ async fn twenty_cuts_during_a_20000_message_produce_lose_no_confirmed_message() 
     let proxy = FaultProxy::start(broker.addr()).await;
     let topic = unique_topic("cut-produce");
     let client = proxied(&broker, &proxy, Duration::from_secs(30)).await;
-    let producer = client
-        .producer(&topic)
-        .max_pending_messages(2_000)
-        .create()
-        .await
-        .expect("producer");
+    let producer = roomy_producer(&client, &topic).await;
     // Each cut comes while many sends are in flight.
     let confirmed = produce_through_faults(&producer, MESSAGES, CUTS, || proxy.cut_all()).await;
     assert!(

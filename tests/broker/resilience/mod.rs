@@ -75,6 +75,17 @@ fn number(payload: &[u8]) -> Option<u64> {
 /// The end marker a direct producer sends after every confirmed message.
 const END: &str = "end";
 
+/// A producer of `topic` with room for 2,000 pending sends, so that
+/// [`produce_through_faults`] never waits for room.
+async fn roomy_producer(client: &Client, topic: &str) -> pulsar_wire::producer::Producer {
+    client
+        .producer(topic)
+        .max_pending_messages(2_000)
+        .create()
+        .await
+        .expect("producer")
+}
+
 /// Sends [`body`]`(0..total)` with up to 1,000 sends in flight and calls
 /// `fault` after every `total / faults` sends, while many are in flight;
 /// returns the numbers confirmed, in the order their receipts came.

@@ -20,12 +20,7 @@ async fn unloads_under_a_producer_store_every_confirmed_message_once() {
     let admin_url = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
     let topic = unique_topic("unload-produce");
     let client = direct(&broker).await;
-    let producer = client
-        .producer(&topic)
-        .max_pending_messages(2_000)
-        .create()
-        .await
-        .expect("producer");
+    let producer = roomy_producer(&client, &topic).await;
     let mut unloads = Vec::new();
     let confirmed = produce_through_faults(&producer, MESSAGES, UNLOADS, || {
         // Sends keep going while the broker closes the topic.
