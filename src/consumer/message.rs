@@ -52,6 +52,9 @@ pub(crate) struct MessageFields {
     pub(crate) undecoded: Option<Box<Undecoded>>,
     /// The version of the schema the producer wrote it with.
     pub(crate) schema_version: Option<Bytes>,
+    /// For a chunked message, its last chunk's id (its own is its first
+    /// chunk's): where the message ends in the topic.
+    pub(crate) last_chunk: Option<MessageId>,
 }
 
 /// A message whose payload was not decoded.
@@ -68,6 +71,12 @@ impl Message {
     /// partition's message its partition.
     pub fn id(&self) -> MessageId {
         self.0.id
+    }
+
+    /// Where the message ends in its topic: its id, or a chunked
+    /// message's last chunk (as the Java client orders chunked ids).
+    pub(crate) fn position(&self) -> MessageId {
+        self.0.last_chunk.unwrap_or(self.0.id)
     }
 
     /// The full name of the topic it came from (for a partitioned topic,
@@ -209,6 +218,7 @@ mod tests {
             batch_size: None,
             undecoded: None,
             schema_version: None,
+            last_chunk: None,
         }));
         assert_eq!(m.id().batch_index, 1);
         assert_eq!(m.topic(), "persistent://public/default/t");

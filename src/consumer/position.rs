@@ -13,6 +13,14 @@
 //! reconnect it is made anew, at the first message still queued (the queue
 //! is dropped), or right after the last message handed to the application,
 //! as Java's `clearReceiverQueue` does; never back at its original start.
+//! A chunked message being assembled then would lose the chunks that came
+//! before that point, so the broker is asked to start at its first chunk
+//! instead, and the boundary still drops what comes again before it.
+//!
+//! A chunked message is where its last chunk is (as the Java client orders
+//! chunked ids), though its id is its first chunk's: a reader that read
+//! messages lying between its chunks has not read it, and once it has,
+//! resumes after its last chunk.
 
 use std::cmp::Ordering;
 
@@ -25,6 +33,10 @@ use crate::message_id::MessageId;
 pub(crate) struct Start {
     pub(crate) id: MessageId,
     pub(crate) inclusive: bool,
+    /// Set where a reconnect resumes: `id` is then a position, and a
+    /// chunked message is measured by its last chunk (a reader's start
+    /// and a seek target name messages by their ids).
+    by_position: bool,
 }
 
 impl Start {
@@ -59,6 +71,10 @@ pub(crate) struct Position {
     origin: Option<MessageId>,
     /// A seek set the position: the reconnect it causes keeps it.
     seeking: bool,
+    /// Where the broker is asked to start, when that comes before the
+    /// boundary (the first chunk of a message being assembled when the
+    /// subscription was lost).
+    resume: Option<MessageId>,
     /// The last message handed to the application, and its batch's size.
     last: Option<(MessageId, Option<u32>)>,
     /// Drop every id at or before `last`: for a reader, which never
@@ -70,22 +86,38 @@ impl Position {
     /// Starting at `start` (earliest and latest set no boundary).
     pub(crate) fn new(start: Option<MessageId>, inclusive: bool, drop_seen: bool) -> Self {
         Self {
-            start: start
-                .filter(|id| is_message(*id))
-                .map(|id| Start { id, inclusive }),
+            start: start.filter(|id| is_message(*id)).map(|id| Start {
+                id,
+                inclusive,
+                by_position: false,
+            }),
             origin: start.filter(|id| !is_message(*id)),
             seeking: false,
+            resume: None,
             last: None,
             drop_seen,
         }
     }
 
     /// Whether a message with `id` may reach the application.
+    #[cfg(test)]
     pub(crate) fn admits(&self, id: MessageId) -> bool {
-        if self.drop_seen && self.last.is_some_and(|(last, _)| order(id) <= order(last)) {
+        self.admits_at(id, id)
+    }
+
+    /// Whether a message with `id`, which ends at `position` (its last
+    /// chunk, for a chunked message), may reach the application: the
+    /// boundary takes its id, a reader's copies filter its position.
+    fn admits_at(&self, id: MessageId, position: MessageId) -> bool {
+        if self.drop_seen
+            && self
+                .last
+                .is_some_and(|(last, _)| order(position) <= order(last))
+        {
             return false;
         }
-        self.start.is_none_or(|start| start.admits(id))
+        self.start
+            .is_none_or(|start| start.admits(if start.by_position { position } else { id }))
     }
 
     /// Drops from `unpacked` the messages not admitted; a batch's members
@@ -94,7 +126,7 @@ impl Position {
         let skipped = &mut unpacked.skipped;
         unpacked.messages.retain(|m| {
             let id = m.id();
-            let admitted = self.admits(id);
+            let admitted = self.admits_at(id, m.position());
             if !admitted && id.is_batch_member() {
                 skipped.push(id.batch_index);
             }
@@ -102,14 +134,16 @@ impl Position {
         });
     }
 
-    /// The application took `id` (of a batch of `batch_size`, if batched).
+    /// The application took the message at `id` (its position: see
+    /// `Message::position`), of a batch of `batch_size`, if batched.
     pub(crate) fn handed_out(&mut self, id: MessageId, batch_size: Option<u32>) {
         self.last = Some((id, batch_size));
     }
 
-    /// The id to subscribe at: the boundary, or earliest or latest.
+    /// The id to subscribe at: the boundary (or before it, to assemble a
+    /// chunked message again), or earliest or latest.
     pub(crate) fn start_id(&self) -> Option<MessageId> {
-        self.start.map(|s| s.id).or(self.origin)
+        self.resume.or(self.start.map(|s| s.id)).or(self.origin)
     }
 
     /// Whether a message is left to read when `last_in_broker` is the
@@ -158,25 +192,42 @@ impl Position {
         words.into_iter().map(|w| w as i64).collect()
     }
 
-    /// The subscription was lost; `first_queued` is the oldest message
-    /// still queued (dropped with the queue). A non-durable subscription
-    /// resumes at it, or else right after the last message handed out; a
-    /// durable one resumes where the broker kept its cursor.
-    pub(crate) fn on_reconnect(&mut self, first_queued: Option<MessageId>, durable: bool) {
+    /// The subscription was lost. A durable one resumes where the broker
+    /// kept its cursor. A non-durable one resumes at the oldest message
+    /// still queued (dropped with the queue), `first_queued` (its id and
+    /// position), or else right after the last message handed out; and
+    /// the broker is asked to start at `first_chunk`, the first chunk of
+    /// the oldest chunked message being assembled (dropped too), if that
+    /// comes before.
+    pub(crate) fn on_reconnect(
+        &mut self,
+        first_queued: Option<(MessageId, MessageId)>,
+        first_chunk: Option<MessageId>,
+        durable: bool,
+    ) {
         if std::mem::take(&mut self.seeking) || durable {
             return;
         }
-        if let Some(id) = first_queued {
-            self.start = Some(Start {
-                id,
-                inclusive: true,
-            });
-        } else if let Some((id, _)) = self.last {
-            self.start = Some(Start {
-                id,
-                inclusive: false,
-            });
+        let at = |id, inclusive| Start {
+            id,
+            inclusive,
+            by_position: true,
+        };
+        if let Some((_, position)) = first_queued {
+            self.start = Some(at(position, true));
+        } else if let Some((position, _)) = self.last {
+            self.start = Some(at(position, false));
         }
+        // The broker starts at the earliest of: the boundary, the first
+        // queued message's id (a chunked one's first chunk), the first
+        // chunk being assembled. Nothing before that is lost: what came
+        // before it was handed out or is queued.
+        self.resume = [first_queued.map(|(id, _)| id), first_chunk]
+            .into_iter()
+            .flatten()
+            .chain(self.start.map(|s| s.id))
+            .min_by_key(|id| order(*id))
+            .filter(|id| self.start.is_none_or(|s| order(*id) < order(s.id)));
     }
 }
 
@@ -231,19 +282,23 @@ mod tests {
     fn non_durable_resumes_at_the_queue_or_after_the_last_handed_out() {
         let start = MessageId::new(1, 0);
         let mut p = Position::new(Some(start), true, false);
-        p.on_reconnect(None, false);
+        p.on_reconnect(None, None, false);
         assert_eq!(p.start_id(), Some(start), "nothing handed out: the start");
         p.handed_out(MessageId::new(1, 4), None);
-        p.on_reconnect(Some(MessageId::new(1, 5)), false);
+        p.on_reconnect(
+            Some((MessageId::new(1, 5), MessageId::new(1, 5))),
+            None,
+            false,
+        );
         assert_eq!(p.start_id(), Some(MessageId::new(1, 5)));
         assert!(p.admits(MessageId::new(1, 5)), "the queued one comes again");
-        p.on_reconnect(None, false);
+        p.on_reconnect(None, None, false);
         assert_eq!(p.start_id(), Some(MessageId::new(1, 4)));
         assert!(!p.admits(MessageId::new(1, 4)));
         assert!(p.admits(MessageId::new(1, 5)));
         let mut durable = Position::new(None, false, false);
         durable.handed_out(MessageId::new(1, 4), None);
-        durable.on_reconnect(None, true);
+        durable.on_reconnect(None, None, true);
         assert_eq!(durable.start_id(), None);
         assert!(durable.admits(MessageId::new(1, 4)), "redelivered unacked");
     }
@@ -287,7 +342,11 @@ mod tests {
         let words = p.seek_ack_set(entry.with_batch_index(64));
         assert_eq!(words, [0, 0b11_1111]);
         p.seek(Some(entry.with_batch_index(5)), false);
-        p.on_reconnect(Some(MessageId::new(1, 1)), false);
+        p.on_reconnect(
+            Some((MessageId::new(1, 1), MessageId::new(1, 1))),
+            None,
+            false,
+        );
         assert_eq!(
             p.start_id(),
             Some(entry.with_batch_index(5)),
@@ -295,5 +354,62 @@ mod tests {
         );
         assert!(!p.admits(entry.with_batch_index(5)));
         assert!(p.admits(entry.with_batch_index(6)));
+    }
+
+    #[test]
+    fn a_chunked_message_is_where_its_last_chunk_is() {
+        let at = |e| MessageId::new(1, e);
+        let mut reader = Position::new(Some(MessageId::EARLIEST), false, true);
+        reader.handed_out(at(2), None);
+        assert!(
+            reader.admits_at(at(1), at(3)),
+            "its chunks surround one read"
+        );
+        assert!(!reader.admits_at(at(1), at(2)), "a copy of what was read");
+        reader.handed_out(at(3), None);
+        assert!(!reader.admits(at(2)), "read before the chunked message");
+        let from = Position::new(Some(at(1)), false, true);
+        assert!(
+            !from.admits_at(at(1), at(3)),
+            "a start after a chunked message's id is after the message"
+        );
+    }
+
+    #[test]
+    fn a_reconnect_starts_at_the_first_chunk_of_a_message_in_assembly() {
+        let at = |e| MessageId::new(1, e);
+        let mut p = Position::new(Some(MessageId::EARLIEST), false, true);
+        p.on_reconnect(None, Some(at(1)), false);
+        assert_eq!(p.start_id(), Some(at(1)), "nothing read yet");
+        p.handed_out(at(2), None);
+        p.on_reconnect(None, Some(at(1)), false);
+        assert_eq!(p.start_id(), Some(at(1)));
+        assert!(!p.admits(at(2)), "read before the reconnect");
+        assert!(p.admits_at(at(1), at(3)), "the message assembled again");
+        p.handed_out(at(3), None);
+        p.on_reconnect(None, None, false);
+        assert_eq!(p.start_id(), Some(at(3)), "after its last chunk");
+        assert!(!p.admits(at(3)) && p.admits(at(4)));
+
+        // A consumer's queued chunked message comes again whole, and what
+        // was handed out before it does not.
+        let mut c = Position::new(None, false, false);
+        c.handed_out(at(2), None);
+        c.on_reconnect(Some((at(1), at(3))), Some(at(5)), false);
+        assert_eq!(
+            c.start_id(),
+            Some(at(1)),
+            "at the queued message's first chunk"
+        );
+        assert!(!c.admits(at(2)), "handed out before the queued message");
+        assert!(c.admits_at(at(1), at(3)) && c.admits(at(4)));
+        let mut later = Position::new(None, false, false);
+        later.handed_out(at(2), None);
+        later.on_reconnect(None, Some(at(7)), false);
+        assert_eq!(
+            later.start_id(),
+            Some(at(2)),
+            "the chunk comes after the resume"
+        );
     }
 }

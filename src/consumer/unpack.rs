@@ -123,6 +123,8 @@ pub(crate) struct Delivery<'a> {
     /// id, since brokers may leave it out.
     pub(crate) partition: i32,
     pub(crate) message_id: MessageId,
+    /// For a chunked message assembled whole, its last chunk's id.
+    pub(crate) last_chunk: Option<MessageId>,
     pub(crate) redelivery_count: u32,
     /// Bit `i` set: member `i` is still unacked (empty: all are).
     pub(crate) ack_set: &'a [i64],
@@ -173,6 +175,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
         topic: d.topic.clone(),
         producer_name: metadata.producer_name.as_str().into(),
         redelivery_count: d.redelivery_count,
+        last_chunk: d.last_chunk,
         metadata,
     };
     let codec = metadata.compression.unwrap_or_default();
@@ -243,6 +246,7 @@ struct Entry<'a> {
     topic: Arc<str>,
     producer_name: Arc<str>,
     redelivery_count: u32,
+    last_chunk: Option<MessageId>,
     metadata: &'a MessageMetadata,
 }
 
@@ -266,6 +270,7 @@ impl Entry<'_> {
             batch_size: None,
             undecoded: None,
             schema_version: m.schema_version.clone(),
+            last_chunk: self.last_chunk,
         }))
     }
 
@@ -293,6 +298,7 @@ impl Entry<'_> {
             batch_size: self.metadata.num_messages_in_batch.map(|n| n.max(0) as u32),
             undecoded: None,
             schema_version: self.metadata.schema_version.clone(),
+            last_chunk: None,
         }))
     }
 }

@@ -41,6 +41,7 @@ fn run_with(
         topic,
         partition: 2,
         message_id: MessageId::new(5, 6),
+        last_chunk: None,
         redelivery_count: 1,
         ack_set,
         payload: Box::new(p),

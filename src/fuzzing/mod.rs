@@ -140,6 +140,7 @@ pub fn payload(data: &[u8]) {
         topic: &topic,
         partition: 4,
         message_id: MessageId::new(1, 2),
+        last_chunk: None,
         redelivery_count: 0,
         ack_set: &ack_set,
         payload,

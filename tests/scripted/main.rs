@@ -23,6 +23,7 @@ mod lookup;
 mod oauth2;
 mod observe;
 mod produce;
+mod reader;
 mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;

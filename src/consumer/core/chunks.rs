@@ -450,6 +450,15 @@ impl ChunkAssembler {
         out
     }
 
+    /// The first chunk of the oldest message being assembled (the
+    /// earliest in the topic).
+    pub(crate) fn first_pending(&self) -> Option<MessageId> {
+        self.pending
+            .values()
+            .filter_map(|p| p.ids.first().copied())
+            .min_by_key(|id| (id.ledger_id, id.entry_id))
+    }
+
     /// Messages being assembled.
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {

@@ -154,9 +154,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.held.len()
     }
 
-    /// The id of the oldest message queued for the application.
-    pub(crate) fn first_queued(&self) -> Option<MessageId> {
-        self.queue.front_id()
+    /// The oldest message queued for the application.
+    pub(crate) fn first_queued(&self) -> Option<&Incoming<M>> {
+        self.queue.front()
     }
 
     /// The payload bytes of the messages queued for the application.
@@ -353,8 +353,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
 
     /// Ids the driver keeps unacked without handing them out (the chunks
     /// of a chunked message it dropped incomplete): held like handed-out
-    /// messages, so the ack timeout, if set, asks for them again.
+    /// messages, so the ack timeout, if set, asks for them again. A core
+    /// that tracks no messages (a reader's) keeps nothing.
     pub(crate) fn hold(&mut self, now: Instant, ids: &[MessageId]) {
+        if !self.config.track_messages {
+            return;
+        }
         self.anchor(now);
         for id in ids {
             self.held.insert(now, *id);

@@ -180,9 +180,9 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         self.bytes = 0;
     }
 
-    /// The id of the oldest queued message.
-    pub(crate) fn front_id(&self) -> Option<MessageId> {
-        self.queue.front().map(|m| m.id)
+    /// The oldest queued message.
+    pub(crate) fn front(&self) -> Option<&Incoming<M>> {
+        self.queue.front()
     }
 
     /// The payload bytes of the oldest queued message.

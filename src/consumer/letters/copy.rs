@@ -149,6 +149,7 @@ mod tests {
             batch_size: None,
             undecoded: None,
             schema_version: None,
+            last_chunk: None,
         }))
     }
 

@@ -8,6 +8,15 @@ use crate::consumer::core::chunks::{Chunk, Released};
 use crate::wire::{Checksum, Payload};
 use futures::future::Either;
 
+/// What to unpack: a delivery as it came, or a chunked message made whole.
+pub(super) struct Whole {
+    /// The delivery's id; a chunked message's first chunk's.
+    pub(super) id: MessageId,
+    /// For a chunked message, the id of the chunk that completed it.
+    pub(super) last_chunk: Option<MessageId>,
+    pub(super) payload: Box<Payload>,
+}
+
 impl Driver {
     /// Takes a delivery that may be a chunk. Returns what to unpack: the
     /// delivery itself, or once a chunk completes its message, the whole
@@ -24,7 +33,7 @@ impl Driver {
         message_id: MessageId,
         consumer_epoch: Option<u64>,
         payload: Box<Payload>,
-    ) -> impl Future<Output = Option<(MessageId, Box<Payload>)>> + Send + '_ {
+    ) -> impl Future<Output = Option<Whole>> + Send + '_ {
         match self.take_chunk(index, message_id, consumer_epoch, payload) {
             Some(whole) => Either::Left(std::future::ready(Some(whole))),
             None => Either::Right(async move {
@@ -43,7 +52,7 @@ impl Driver {
         message_id: MessageId,
         consumer_epoch: Option<u64>,
         mut payload: Box<Payload>,
-    ) -> Option<(MessageId, Box<Payload>)> {
+    ) -> Option<Whole> {
         let sub = &mut self.subs[index];
         let id = message_id.with_partition(sub.partition).entry();
         // A corrupt chunk is reported as any corrupt entry (unpack.rs).
@@ -52,7 +61,11 @@ impl Driver {
             .then(|| Chunk::of(id, &payload.metadata, payload.data.clone()))
             .flatten();
         let Some(chunk) = chunk else {
-            return Some((message_id, payload));
+            return Some(Whole {
+                id: message_id,
+                last_chunk: None,
+                payload,
+            });
         };
         let stale = !self.settings.core.subscription_type.redelivers_by_id()
             && consumer_epoch
@@ -67,7 +80,11 @@ impl Driver {
         let message = assembled?;
         payload.checksum = Checksum::Valid;
         payload.data = message.data;
-        Some((message.first, payload))
+        Some(Whole {
+            id: message.first,
+            last_chunk: Some(id),
+            payload,
+        })
     }
 
     /// Drops the incomplete chunked messages of sub `index` that expired

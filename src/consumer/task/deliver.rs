@@ -115,7 +115,11 @@ impl Driver {
                 payload,
             } => {
                 sub.delivered = true;
-                let Some((message_id, payload)) = self
+                let Some(chunked::Whole {
+                    id: message_id,
+                    last_chunk,
+                    payload,
+                }) = self
                     .assemble(index, message_id, consumer_epoch, payload)
                     .await
                 else {
@@ -135,6 +139,7 @@ impl Driver {
                     topic: &sub.name,
                     partition: sub.partition,
                     message_id,
+                    last_chunk,
                     redelivery_count,
                     ack_set: &ack_set,
                     payload,

@@ -116,8 +116,12 @@ impl Driver {
         {
             let mut shelved = self.shelf.lock();
             let slot = &mut shelved.slots[index];
-            slot.position
-                .on_reconnect(slot.core.first_queued(), durable);
+            let queued = slot
+                .core
+                .first_queued()
+                .map(|q| (q.id, q.message.position()));
+            let first_chunk = sub.chunks.first_pending();
+            slot.position.on_reconnect(queued, first_chunk, durable);
             slot.core.on_reconnect();
         }
         sub.chunks.restart();

@@ -87,7 +87,8 @@ impl Shelved {
                 }
                 continue;
             };
-            slot.position.handed_out(incoming.id, incoming.batch_size);
+            slot.position
+                .handed_out(incoming.message.position(), incoming.batch_size);
             let work = slot.core.has_actions()
                 || self.flows_withheld
                 || earlier(slot.core.next_deadline(), deadline);

@@ -80,6 +80,7 @@ fn queue(shelf: &Shelf, entry: u64) {
         batch_size: None,
         undecoded: None,
         schema_version: None,
+        last_chunk: None,
     }));
     let incoming = Incoming {
         id,

@@ -156,3 +156,96 @@ async fn a_reader_at_latest_reads_everything_across_an_unload_once() {
     })
     .await;
 }
+
+/// A reader tailing a topic that two producers write to, each over a
+/// client (a connection) of its own: one sends chunked messages, the other
+/// small ones, so the broker stores the chunks among the small messages,
+/// which the reader reads while the chunked ones are still coming; on
+/// Apache Pulsar the topic is unloaded twice meanwhile. The reader reads
+/// every message once, the chunked ones whole.
+#[tokio::test]
+async fn a_reader_reads_chunked_messages_among_others_once_and_whole() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite fails chunked messages on Exclusive",
+    ) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("reader, interleaved chunked messages", async {
+        const BIG: usize = 6;
+        let topic = unique_topic("reader-chunks");
+        let reading = client(&broker).await;
+        let mut reader = reader_from(&reading, &topic, MessageId::LATEST).await;
+        let (big_client, small_client) = (client(&broker).await, client(&broker).await);
+        let chunking = big_client
+            .producer(&topic)
+            .chunking(true)
+            .batching(false)
+            .create()
+            .await
+            .expect("chunking producer");
+        let small = producer(&small_client, &topic).await;
+        // Over the broker's 5 MiB message size: three chunks each.
+        let big = |i: usize| vec![b'a' + i as u8; 11 << 20];
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let send_big = async {
+            for i in 0..BIG {
+                let receipt = chunking.send(big(i)).await.expect("queued");
+                receipt.await.expect("stored");
+                if i == 1 {
+                    broker.unload(&topic).await;
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        };
+        // Small messages until every chunked one is stored, then "end",
+        // the topic's last message.
+        let send_small = async {
+            let (mut sent, mut in_flight) = (0, std::collections::VecDeque::new());
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let text = format!("small-{sent}");
+                in_flight.push_back(small.send(text.into_bytes()).await.expect("queued"));
+                sent += 1;
+                if in_flight.len() == 16 {
+                    in_flight.pop_front().expect("one").await.expect("stored");
+                }
+                if sent == 100 {
+                    broker.unload(&topic).await;
+                }
+            }
+            for receipt in in_flight {
+                receipt.await.expect("stored");
+            }
+            send_all(&small, ["end".to_owned()]).await;
+            sent
+        };
+        let read = async {
+            let (mut bigs, mut smalls) = (0, Vec::new());
+            loop {
+                let m = reader.read_next().await.expect("read");
+                if m.payload().len() > 1024 {
+                    assert!(
+                        m.payload()[..] == big(bigs)[..],
+                        "big message {bigs} whole, in order"
+                    );
+                    bigs += 1;
+                } else if text(&m) == "end" {
+                    return (bigs, smalls);
+                } else {
+                    smalls.push(text(&m));
+                }
+            }
+        };
+        let ((), sent, (bigs, smalls)) = tokio::join!(send_big, send_small, read);
+        assert_eq!(bigs, BIG, "every chunked message");
+        let expected: Vec<String> = (0..sent).map(|i| format!("small-{i}")).collect();
+        assert_eq!(smalls, expected, "every small message once, in order");
+        assert!(
+            !reader.has_message_available().await.expect("available"),
+            "nothing after the last"
+        );
+        reader.close().await.expect("close");
+    })
+    .await;
+}
