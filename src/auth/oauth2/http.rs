@@ -11,8 +11,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 
 use super::OAuth2Error;
+use super::target::{PlainHttp, Target};
 use crate::client::tls::{Tls, TlsOptions};
-use crate::client::{BrokerAddress, ClientError, Connector};
+use crate::client::{ClientError, Connector};
 
 /// The largest issuer answer read (discovery documents and token
 /// responses are a few KiB).
@@ -24,6 +25,8 @@ pub(crate) struct Transport {
     pub(crate) connector: Arc<dyn Connector>,
     pub(crate) tls: TlsOptions,
     pub(crate) timeout: Duration,
+    /// Where plain `http://` may go.
+    pub(crate) plain_http: PlainHttp,
 }
 
 /// A response: its status and body.
@@ -51,6 +54,14 @@ impl Transport {
         form: Option<String>,
     ) -> Result<Answer, OAuth2Error> {
         let target = Target::parse(url)?;
+        target.check_plain_http(url, self.plain_http)?;
+        if !target.is_tls() {
+            tracing::warn!(
+                url,
+                "OAuth2 request over plain http: without TLS, what is sent (the client secret \
+                 included) and received can be read and altered on the way"
+            );
+        }
         let exchange = async {
             let io = self
                 .connector
@@ -88,7 +99,10 @@ impl Transport {
             }
             let request = request
                 .body(Full::new(Bytes::from(form.unwrap_or_default())))
-                .map_err(|_| bad_url(url, "cannot be requested"))?;
+                .map_err(|_| OAuth2Error::Url {
+                    url: url.to_owned(),
+                    problem: "cannot be requested",
+                })?;
             let response = sender
                 .send_request(request)
                 .await
@@ -122,93 +136,9 @@ impl Transport {
     }
 }
 
-/// Where a URL leads.
-struct Target {
-    address: BrokerAddress,
-    host_header: String,
-    path: String,
-}
-
-impl Target {
-    fn parse(url: &str) -> Result<Self, OAuth2Error> {
-        let uri: http::Uri = url.parse().map_err(|_| bad_url(url, "is not a URL"))?;
-        let tls = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(bad_url(url, "is neither http:// nor https://")),
-        };
-        let host = uri.host().ok_or_else(|| bad_url(url, "names no host"))?;
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let address = BrokerAddress::new(host, port).with_tls(tls);
-        Ok(Self {
-            host_header: match uri.port_u16() {
-                Some(_) => address.to_string(),
-                None => address.host().to_owned(),
-            },
-            path: uri
-                .path_and_query()
-                .map_or("/", http::uri::PathAndQuery::as_str)
-                .to_owned(),
-            address,
-        })
-    }
-}
-
-fn bad_url(url: &str, problem: &'static str) -> OAuth2Error {
-    OAuth2Error::Url {
-        url: url.to_owned(),
-        problem,
-    }
-}
-
 fn failed(url: &str, e: impl std::error::Error + Send + Sync + 'static) -> OAuth2Error {
     OAuth2Error::Http {
         url: url.to_owned(),
         source: Arc::new(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(url: &str) -> (String, bool, String, String) {
-        let t = Target::parse(url).expect(url);
-        (
-            t.address.to_string(),
-            t.address.is_tls(),
-            t.host_header,
-            t.path,
-        )
-    }
-
-    #[test]
-    fn urls_become_an_address_a_host_header_and_a_path() {
-        assert_eq!(
-            target("https://auth.example.com/oauth/token?x=1"),
-            (
-                "auth.example.com:443".into(),
-                true,
-                "auth.example.com".into(),
-                "/oauth/token?x=1".into()
-            )
-        );
-        assert_eq!(
-            target("http://127.0.0.1:8080"),
-            (
-                "127.0.0.1:8080".into(),
-                false,
-                "127.0.0.1:8080".into(),
-                "/".into()
-            )
-        );
-        assert_eq!(target("http://[::1]:9/t").0, "[::1]:9");
-        for bad in ["ftp://x/", "not a url", "/relative"] {
-            assert!(
-                matches!(Target::parse(bad), Err(OAuth2Error::Url { .. })),
-                "{bad}"
-            );
-        }
     }
 }
