@@ -39,6 +39,8 @@ struct State {
     /// The `token_endpoint` the discovery document names, if not the
     /// issuer's own `/oauth/token`.
     token_endpoint: Option<String>,
+    /// The `expires_in` of token answers, if not `lifetime_secs`.
+    expires_in: Option<serde_json::Value>,
     /// Where the in-memory connector was asked to connect (`host:port`).
     connects: Vec<String>,
     /// The server side of in-memory HTTPS.
@@ -99,6 +101,13 @@ impl Issuer {
     /// can tell whether the form was sent at all.
     pub fn token_endpoint(&self, url: &str) -> &Self {
         self.state().token_endpoint = Some(url.to_owned());
+        self
+    }
+
+    /// Answers token requests with this `expires_in` (any JSON value)
+    /// instead of the tokens' lifetime.
+    pub fn expires_in(&self, value: serde_json::Value) -> &Self {
+        self.state().expires_in = Some(value);
         self
     }
 
@@ -209,9 +218,13 @@ impl Issuer {
             Some(exp),
             &[("jti", s.token_requests.to_string())],
         );
+        let expires_in = s
+            .expires_in
+            .clone()
+            .unwrap_or_else(|| s.lifetime_secs.into());
         (
             200,
-            serde_json::json!({ "access_token": token, "token_type": "Bearer", "expires_in": s.lifetime_secs }),
+            serde_json::json!({ "access_token": token, "token_type": "Bearer", "expires_in": expires_in }),
         )
     }
 }

@@ -3,7 +3,8 @@
 //! and then replaced before it expires, the request's form fields, a
 //! refused client as a typed error, the access token in CONNECT and in
 //! the answer to an AUTH_CHALLENGE, and the client secret never sent over
-//! plain http off loopback or to a token endpoint weaker than its issuer.
+//! plain http off loopback or to a token endpoint weaker than its issuer;
+//! and an absurd `expires_in` that breaks nothing.
 
 use std::time::Duration;
 
@@ -11,8 +12,11 @@ use bytes::Bytes;
 use pulsar_wire::auth::{AuthError, Authentication, OAuth2ClientCredentials, OAuth2Error};
 use pulsar_wire::connection::{Connection, ConnectionOptions};
 use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::command_lookup_topic_response::LookupType;
+use pulsar_wire::wire::Frame;
+use pulsar_wire::{Client, TopicName};
 
-use crate::common::fake_broker::{FakeBroker, answer};
+use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::oauth2_issuer::{IN_MEMORY_TLS_URL, IN_MEMORY_URL, Issuer};
 use crate::common::tls::{Ca, server_config};
 use crate::common::{TempDir, capture_logs, guard, init_tracing};
@@ -253,4 +257,68 @@ async fn a_loopback_issuer_may_not_name_a_plain_http_token_endpoint_off_loopback
             .any(|l| l.contains(" WARN ") && l.contains("plain http")),
         "plain http on loopback is still warned about: {logs}"
     );
+}
+
+/// The auth data of a CONNECT.
+fn connect_token(frame: &Frame) -> Option<Bytes> {
+    let body = frame.command.connect.as_ref().expect("CONNECT body");
+    body.auth_data.clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_absurd_expires_in_neither_panics_nor_breaks_later_connects() {
+    let issuer = issuer();
+    issuer.expires_in(serde_json::json!(1e20));
+    let auth = OAuth2ClientCredentials::new(IN_MEMORY_URL, "app-client", "app secret&=")
+        .connector(issuer.connector());
+    let net = FakeNetwork::new();
+    let (mut svc, mut owner) = (net.listen("svc:6650"), net.listen("owner:6650"));
+
+    // The first connection: the token comes from the pool's connect task.
+    let build = Client::builder()
+        .service_url("pulsar://svc:6650")
+        .connector(net.clone())
+        .authentication(auth)
+        .build();
+    let script = async {
+        let mut broker = svc.accept().await;
+        let connect = broker.recv().await?;
+        broker.send(answer::connected(None)).await;
+        Some((broker, connect_token(&connect)))
+    };
+    let (client, served) = guard("first connect", async { tokio::join!(build, script) }).await;
+    let client = client.expect("the client connects despite expires_in 1e20");
+    let (mut broker, first) = served.expect("CONNECT sent");
+    assert!(first.is_some(), "CONNECT carries the token");
+
+    // A later connection, to the broker a lookup names.
+    let topic: TopicName = "orders".parse().expect("topic");
+    let lookup = tokio::spawn({
+        let client = client.clone();
+        async move { client.lookup(&topic).await }
+    });
+    let script = async {
+        let asked = broker.expect(Type::Lookup).await;
+        broker
+            .send(answer::lookup(
+                request_id(&asked),
+                LookupType::Connect,
+                "pulsar://owner:6650",
+                true,
+            ))
+            .await;
+        let mut second = owner.accept().await;
+        let connect = second.expect(Type::Connect).await;
+        second.send(answer::connected(None)).await;
+        (second, connect_token(&connect))
+    };
+    let (conn, (_second, token)) =
+        guard("later connect", async { tokio::join!(lookup, script) }).await;
+    let conn = conn.expect("task").expect("a later connect works");
+    assert!(!conn.is_closed());
+    assert_eq!(
+        token, first,
+        "the token is reused: its lifetime is long, not absurd"
+    );
+    assert_eq!(issuer.requests(), (1, 1));
 }
