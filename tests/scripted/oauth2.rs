@@ -4,7 +4,8 @@
 //! refused client as a typed error, the access token in CONNECT and in
 //! the answer to an AUTH_CHALLENGE, and the client secret never sent over
 //! plain http off loopback or to a token endpoint weaker than its issuer;
-//! and an absurd `expires_in` that breaks nothing.
+//! an absurd `expires_in` that breaks nothing, and the issuer's TLS
+//! settings read once.
 
 use std::time::Duration;
 
@@ -321,4 +322,25 @@ async fn an_absurd_expires_in_neither_panics_nor_breaks_later_connects() {
         "the token is reused: its lifetime is long, not absurd"
     );
     assert_eq!(issuer.requests(), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_issuers_tls_settings_are_read_once() {
+    let (issuer, dir) = (issuer(), TempDir::new("oauth2-tls-once"));
+    let ca = Ca::new("issuer CA");
+    issuer.tls(server_config(&ca.issue(&["issuer.test"]), None));
+    let ca_file = dir.file("ca.pem", ca.pem());
+    let auth = OAuth2ClientCredentials::new(IN_MEMORY_TLS_URL, "app-client", "app secret&=")
+        .tls_trust_certs_file(&ca_file)
+        .connector(issuer.connector());
+    let first = token(&auth).await;
+    assert_eq!(issuer.requests(), (1, 1));
+
+    // Gone from disk: the settings built for the first request serve the next.
+    std::fs::remove_file(&ca_file).expect("remove the CA file");
+    tokio::time::advance(Duration::from_secs(95)).await;
+    let second = guard("credentials", auth.credentials()).await;
+    let second = second.expect("a fresh token over the TLS settings already built");
+    assert_ne!(second, first);
+    assert_eq!(issuer.requests(), (1, 2));
 }

@@ -1,9 +1,10 @@
 //! One HTTP/1.1 request to an issuer: a fresh connection through the
 //! [`Connector`] (TCP by default), TLS for `https://` with the client's
-//! rustls set-up, hyper's client connection, the whole exchange bounded by
-//! a timeout. No pool: tokens are fetched every few minutes at most.
+//! rustls set-up (built once per transport), hyper's client connection,
+//! the whole exchange bounded by a timeout. No pool: tokens are fetched
+//! every few minutes at most.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,13 +21,17 @@ use crate::client::{ClientError, Connector};
 const MAX_BODY: usize = 256 * 1024;
 
 /// How requests reach the issuer.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Transport {
     pub(crate) connector: Arc<dyn Connector>,
+    /// The TLS settings; their files are read once, for the first
+    /// `https://` request.
     pub(crate) tls: TlsOptions,
     pub(crate) timeout: Duration,
     /// Where plain `http://` may go.
     pub(crate) plain_http: PlainHttp,
+    /// The rustls configuration built from `tls`, reused by every request.
+    pub(crate) tls_config: OnceLock<Tls>,
 }
 
 /// A response: its status and body.
@@ -125,14 +130,21 @@ impl Transport {
             })
     }
 
-    fn tls(&self) -> Result<Tls, OAuth2Error> {
-        self.tls.build().map_err(|e| match e {
+    /// The TLS configuration, built on first use (reading the CA file or
+    /// the system's roots from disk) and kept. A failed build is not kept:
+    /// the next request tries again.
+    fn tls(&self) -> Result<&Tls, OAuth2Error> {
+        if let Some(tls) = self.tls_config.get() {
+            return Ok(tls);
+        }
+        let built = self.tls.build().map_err(|e| match e {
             ClientError::TlsConfig { problem } => OAuth2Error::TlsConfig { problem },
             other => OAuth2Error::Http {
                 url: String::new(),
                 source: Arc::new(other),
             },
-        })
+        })?;
+        Ok(self.tls_config.get_or_init(|| built))
     }
 }
 

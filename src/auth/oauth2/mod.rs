@@ -225,6 +225,7 @@ impl OAuth2ClientCredentials {
                 tls: TlsOptions::default(),
                 timeout: Duration::from_secs(30),
                 plain_http: PlainHttp::LoopbackOnly,
+                tls_config: std::sync::OnceLock::new(),
             },
             state: tokio::sync::Mutex::default(),
         }
@@ -246,7 +247,8 @@ impl OAuth2ClientCredentials {
     }
 
     /// Trusts the CA certificates in this PEM file for an `https://`
-    /// issuer instead of the operating system's roots.
+    /// issuer instead of the operating system's roots. The file (like the
+    /// system's roots without it) is read once, for the first request.
     #[must_use]
     pub fn tls_trust_certs_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.transport.tls.trust = Some(Pem::File(path.into()));
