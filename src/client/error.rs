@@ -65,6 +65,17 @@ pub enum ClientError {
         /// Why.
         source: ConnectionError,
     },
+    /// The task opening a connection to a broker ended without an
+    /// outcome: it panicked (a bug in pulsar-wire or in a custom
+    /// [`Connector`](super::Connector) or
+    /// [`Authentication`](crate::auth::Authentication)), or the runtime is
+    /// shutting down. The attempt is forgotten: the next request connects
+    /// afresh.
+    #[error("the task connecting to {address} panicked or was cancelled")]
+    ConnectTaskFailed {
+        /// The broker address, `host:port` (for a proxied connection, the proxy's).
+        address: String,
+    },
     /// A lookup-service request for a topic failed.
     #[error("{op} for {topic} failed: {source}")]
     Request {
@@ -138,14 +149,16 @@ impl ClientError {
     /// Whether the same call may succeed if made again later: reaching the
     /// broker or a request failed with a retryable
     /// [`ConnectionError`](crate::connection::ConnectionError::is_retryable),
-    /// or the broker's lookup answers did not settle (an unexpected answer,
+    /// the task connecting to it failed, or the broker's lookup answers
+    /// did not settle (an unexpected answer,
     /// too many redirects, no usable broker URL). False for a setting that
     /// cannot work (URL, scheme, TLS, topic name, option) and once the
     /// client is [closed](Self::is_closed).
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Connect { source, .. } | Self::Request { source, .. } => source.is_retryable(),
-            Self::UnexpectedResponse { .. }
+            Self::ConnectTaskFailed { .. }
+            | Self::UnexpectedResponse { .. }
             | Self::TooManyRedirects { .. }
             | Self::NoBrokerUrl { .. }
             | Self::BadBrokerUrl { .. } => true,

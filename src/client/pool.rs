@@ -9,7 +9,8 @@
 //! Concurrent requests for the same key share one connect attempt: the
 //! first creates it (a spawned task, so it finishes even if that caller
 //! gives up), later ones await the same shared outcome. A failed attempt is
-//! removed so the next request tries afresh. Every live connection is
+//! removed so the next request tries afresh, and so is one whose task
+//! panicked. Every live connection is
 //! watched: when it ends, the pool forgets it.
 
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use tracing::debug;
+use tracing::{debug, error};
 
 use super::{BrokerAddress, BrokerStream, ClientError, Connector};
 use crate::connection::{Connection, ConnectionError, ConnectionId, ConnectionOptions};
@@ -184,6 +185,17 @@ impl Inner {
         true
     }
 
+    /// Forgets `attempt` for `key`, whose task ended without an outcome
+    /// (it panicked, or the runtime is shutting down).
+    fn abandon(&self, key: &Key, attempt: u64) {
+        let mut state = self.lock();
+        if matches!(state.entries.get(key),
+            Some(Entry::Connecting { attempt: a, .. }) if *a == attempt)
+        {
+            state.entries.remove(key);
+        }
+    }
+
     /// Forgets `key` if it still holds the connection `id`, which has ended.
     fn forget(&self, key: &Key, id: ConnectionId, err: &ConnectionError) {
         let mut state = self.lock();
@@ -203,8 +215,9 @@ fn start(pool: Weak<Inner>, key: Key, attempt: u64) -> Attempt {
     };
     let config = inner.config.clone();
     drop(inner);
-    let address = key.physical.to_string();
+    let (task_pool, task_key) = (pool.clone(), key.clone());
     let task = tokio::spawn(async move {
+        let (pool, key) = (task_pool, task_key);
         let outcome = open(&config, &key).await;
         let Some(inner) = pool.upgrade() else {
             return Err(ClientError::Closed);
@@ -228,10 +241,14 @@ fn start(pool: Weak<Inner>, key: Key, attempt: u64) -> Attempt {
         outcome
     });
     async move {
-        task.await.unwrap_or_else(|_| {
-            Err(ClientError::Connect {
-                address,
-                source: ConnectionError::Closed,
+        task.await.unwrap_or_else(|failure| {
+            if let Some(inner) = pool.upgrade() {
+                inner.abandon(&key, attempt);
+            }
+            error!(broker = %key.logical, address = %key.physical, error = %failure,
+                "connect task failed; the next request connects afresh");
+            Err(ClientError::ConnectTaskFailed {
+                address: key.physical.to_string(),
             })
         })
     }
@@ -333,18 +350,74 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_tls_pool_refuses_plaintext_before_opening_anything() {
-        let attempts = Arc::new(Counting::default());
-        let pool = Pool::new(PoolConfig {
-            connector: Arc::new(attempts.clone()),
+    /// Panics in its first connect, refuses the later ones.
+    #[derive(Debug, Default)]
+    struct PanicsFirst(AtomicUsize);
+
+    impl super::super::Connector for Arc<PanicsFirst> {
+        fn connect(
+            &self,
+            _: &BrokerAddress,
+        ) -> BoxFuture<'static, std::io::Result<Box<dyn BrokerStream>>> {
+            let call = self.0.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                assert!(call > 0, "the first connect panics (on purpose)");
+                Err(std::io::ErrorKind::ConnectionRefused.into())
+            })
+        }
+    }
+
+    fn config(connector: Arc<dyn super::super::Connector>, require_tls: bool) -> PoolConfig {
+        PoolConfig {
+            connector,
             options: ConnectionOptions::default(),
             connection_timeout: Duration::from_secs(1),
             connections_per_broker: 1,
-            require_tls: true,
+            require_tls,
             #[cfg(feature = "tls")]
             tls: None,
-        });
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_connect_leaves_no_entry_behind() {
+        let attempts = Arc::new(PanicsFirst::default());
+        let pool = Pool::new(config(Arc::new(attempts.clone()), false));
+        let broker = BrokerAddress::new("b", 6650);
+
+        let first = pool.get(&broker, &broker).await;
+        assert!(
+            matches!(&first, Err(ClientError::ConnectTaskFailed { address }) if address == "b:6650"),
+            "{first:?}"
+        );
+        assert!(first.as_ref().is_err_and(ClientError::is_retryable));
+        let second = pool.get(&broker, &broker).await;
+        assert_eq!(
+            attempts.0.load(Ordering::Relaxed),
+            2,
+            "the next request connects afresh: {second:?}"
+        );
+        assert!(
+            matches!(
+                &second,
+                Err(ClientError::Connect {
+                    source: ConnectionError::Io(_),
+                    ..
+                })
+            ),
+            "{second:?}"
+        );
+        assert_eq!(
+            pool.inner.lock().entries.len(),
+            0,
+            "failed attempts leave no entry"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tls_pool_refuses_plaintext_before_opening_anything() {
+        let attempts = Arc::new(Counting::default());
+        let pool = Pool::new(config(Arc::new(attempts.clone()), true));
         let plain = BrokerAddress::new("b", 6650);
         let tls = BrokerAddress::new("proxy", 6651).with_tls(true);
         for (logical, physical) in [(&plain, &plain), (&plain, &tls), (&tls, &plain)] {

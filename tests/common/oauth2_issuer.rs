@@ -2,9 +2,9 @@
 //! (`/.well-known/openid-configuration`) and a client-credentials token
 //! endpoint (`/oauth/token`) that signs HS256 JWTs with a given key, so an
 //! Apache Pulsar broker with that secret key accepts them. It serves plain
-//! HTTP/1.1, one request per connection, over loopback TCP
-//! ([`Issuer::serve_tcp`]) or over in-memory streams ([`Issuer::connector`],
-//! for paused-clock tests).
+//! HTTP/1.1 (and HTTPS in memory, once given a certificate), one request
+//! per connection, over loopback TCP ([`Issuer::serve_tcp`]) or over
+//! in-memory streams ([`Issuer::connector`], for paused-clock tests).
 
 use std::collections::HashMap;
 use std::io;
@@ -16,8 +16,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::jwt;
 
-/// The host name of the in-memory issuer.
-pub const IN_MEMORY_URL: &str = "http://issuer.test";
+/// The URL of the in-memory issuer over plain HTTP (loopback, as far as
+/// the client can tell).
+pub const IN_MEMORY_URL: &str = "http://localhost";
+
+/// The URL of the in-memory issuer over HTTPS (see [`Issuer::tls`]).
+pub const IN_MEMORY_TLS_URL: &str = "https://issuer.test";
 
 /// What the issuer was asked for, and what it hands out.
 #[derive(Debug, Default)]
@@ -32,6 +36,15 @@ struct State {
     token_requests: usize,
     /// The form fields of the last token request.
     last_form: HashMap<String, String>,
+    /// The `token_endpoint` the discovery document names, if not the
+    /// issuer's own `/oauth/token`.
+    token_endpoint: Option<String>,
+    /// The `expires_in` of token answers, if not `lifetime_secs`.
+    expires_in: Option<serde_json::Value>,
+    /// Where the in-memory connector was asked to connect (`host:port`).
+    connects: Vec<String>,
+    /// The server side of in-memory HTTPS.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The issuer; cheap to clone (clones share their state).
@@ -83,6 +96,33 @@ impl Issuer {
         self
     }
 
+    /// Names `url` as the token endpoint in the discovery document. Every
+    /// POST, whatever its path, is served as a token request, so a test
+    /// can tell whether the form was sent at all.
+    pub fn token_endpoint(&self, url: &str) -> &Self {
+        self.state().token_endpoint = Some(url.to_owned());
+        self
+    }
+
+    /// Answers token requests with this `expires_in` (any JSON value)
+    /// instead of the tokens' lifetime.
+    pub fn expires_in(&self, value: serde_json::Value) -> &Self {
+        self.state().expires_in = Some(value);
+        self
+    }
+
+    /// Serves in-memory connections to TLS addresses over TLS as `config`
+    /// says ([`IN_MEMORY_TLS_URL`]); plaintext addresses stay plain.
+    pub fn tls(&self, config: Arc<rustls::ServerConfig>) -> &Self {
+        self.state().tls = Some(config);
+        self
+    }
+
+    /// Where the in-memory connector was asked to connect, in order.
+    pub fn connects(&self) -> Vec<String> {
+        self.state().connects.clone()
+    }
+
     /// How many discovery documents and tokens were asked for.
     pub fn requests(&self) -> (usize, usize) {
         let s = self.state();
@@ -126,13 +166,18 @@ impl Issuer {
         let request_line = head.lines().next().unwrap_or_default().to_owned();
         let (status, json) = match request_line.split_whitespace().take(2).collect::<Vec<_>>()[..] {
             ["GET", "/.well-known/openid-configuration"] => {
-                self.state().discovery_requests += 1;
+                let mut s = self.state();
+                s.discovery_requests += 1;
+                let endpoint = s
+                    .token_endpoint
+                    .clone()
+                    .unwrap_or_else(|| format!("{base}/oauth/token"));
                 (
                     200,
-                    serde_json::json!({ "issuer": base, "token_endpoint": format!("{base}/oauth/token") }),
+                    serde_json::json!({ "issuer": base, "token_endpoint": endpoint }),
                 )
             }
-            ["POST", "/oauth/token"] => self.token(&form(&body)),
+            ["POST", _] => self.token(&form(&body)),
             _ => (404, serde_json::json!({ "error": "not_found" })),
         };
         let body = json.to_string();
@@ -173,9 +218,13 @@ impl Issuer {
             Some(exp),
             &[("jti", s.token_requests.to_string())],
         );
+        let expires_in = s
+            .expires_in
+            .clone()
+            .unwrap_or_else(|| s.lifetime_secs.into());
         (
             200,
-            serde_json::json!({ "access_token": token, "token_type": "Bearer", "expires_in": s.lifetime_secs }),
+            serde_json::json!({ "access_token": token, "token_type": "Bearer", "expires_in": expires_in }),
         )
     }
 }
@@ -196,10 +245,28 @@ impl Drop for Issuer {
 pub struct InMemory(Issuer);
 
 impl Connector for InMemory {
-    fn connect(&self, _: &BrokerAddress) -> BoxFuture<'static, io::Result<Box<dyn BrokerStream>>> {
+    fn connect(
+        &self,
+        address: &BrokerAddress,
+    ) -> BoxFuture<'static, io::Result<Box<dyn BrokerStream>>> {
         let (client, server) = tokio::io::duplex(64 * 1024);
         let issuer = self.0.clone();
-        tokio::spawn(async move { issuer.serve(server, IN_MEMORY_URL).await });
+        let tls = {
+            let mut s = issuer.state();
+            s.connects.push(address.to_string());
+            s.tls.clone().filter(|_| address.is_tls())
+        };
+        tokio::spawn(async move {
+            match tls {
+                Some(config) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                    if let Ok(tls) = acceptor.accept(server).await {
+                        issuer.serve(tls, IN_MEMORY_TLS_URL).await;
+                    }
+                }
+                None => issuer.serve(server, IN_MEMORY_URL).await,
+            }
+        });
         Box::pin(async move { Ok(Box::new(client) as Box<dyn BrokerStream>) })
     }
 }

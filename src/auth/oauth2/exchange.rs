@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::clock;
+
 /// The share of a token's lifetime after which a fresh one is fetched
 /// (the Java client's `EXPIRY_ADJUSTMENT`): a 1-hour token is replaced
 /// after 54 minutes.
@@ -101,7 +103,8 @@ fn form_encode(value: &str) -> String {
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Issued {
     pub(crate) access_token: Bytes,
-    /// `expires_in`, if the issuer said.
+    /// `expires_in`, if the issuer gave a number of seconds of at least
+    /// zero; one too large for a `Duration` is `Duration::MAX`.
     pub(crate) lifetime: Option<Duration>,
 }
 
@@ -128,9 +131,17 @@ pub(crate) fn token_response(body: &[u8]) -> Result<Issued, &'static str> {
         lifetime: json
             .get("expires_in")
             .and_then(serde_json::Value::as_f64)
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64),
+            .and_then(lifetime),
     })
+}
+
+/// An `expires_in` of `secs` as a lifetime: none if negative or not a
+/// number, saturated at `Duration::MAX` if too large.
+fn lifetime(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
 /// The OAuth2 `error` code of a refusal (`invalid_client`, …), if the body
@@ -160,9 +171,14 @@ impl Cache {
         }
     }
 
-    /// Keeps `issued`, fetched at `now`, until [`REFRESH_AT_SHARE`] of its lifetime.
+    /// Keeps `issued`, fetched at `now`, until [`REFRESH_AT_SHARE`] of its
+    /// lifetime; a lifetime past about a century counts as a century.
     pub(crate) fn store(&mut self, issued: Issued, now: Instant) -> Bytes {
-        let refresh_at = issued.lifetime.map(|l| now + l.mul_f64(REFRESH_AT_SHARE));
+        let refresh_at = issued.lifetime.map(|lifetime| {
+            let share = Duration::try_from_secs_f64(lifetime.as_secs_f64() * REFRESH_AT_SHARE)
+                .unwrap_or(Duration::MAX);
+            clock::after(now, share)
+        });
         let token = issued.access_token.clone();
         self.current = Some((issued, refresh_at));
         token
@@ -252,6 +268,38 @@ mod tests {
         );
         assert_eq!(error_code(b"nope"), None);
         assert_eq!(error_code(br#"{"error":"has spaces in it"}"#), None);
+    }
+
+    #[test]
+    fn absurd_lifetimes_neither_panic_nor_overflow() {
+        let lifetime = |expires_in: &str| {
+            token_response(
+                format!(r#"{{"access_token":"t","expires_in":{expires_in}}}"#).as_bytes(),
+            )
+            .expect(expires_in)
+            .lifetime
+        };
+        assert_eq!(lifetime("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(lifetime("1e19"), Some(secs(10_000_000_000_000_000_000)));
+        for huge in ["1.8446744073709552e19", "1e20", "1e300"] {
+            assert_eq!(lifetime(huge), Some(Duration::MAX), "{huge}: saturated");
+        }
+        for meaningless in ["-1", "-1e300", "\"3600\"", "null"] {
+            assert_eq!(lifetime(meaningless), None, "{meaningless}: never reused");
+        }
+
+        let t0 = crate::clock::now();
+        let mut cache = Cache::default();
+        cache.store(
+            Issued {
+                access_token: Bytes::from_static(b"long"),
+                lifetime: Some(Duration::MAX),
+            },
+            t0,
+        );
+        let year = secs(365 * 24 * 3600);
+        assert!(cache.refresh_at() > Some(t0 + 50 * year), "due far ahead");
+        assert_eq!(cache.valid(t0 + year).as_deref(), Some(&b"long"[..]));
     }
 
     #[test]

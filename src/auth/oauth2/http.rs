@@ -1,9 +1,10 @@
 //! One HTTP/1.1 request to an issuer: a fresh connection through the
 //! [`Connector`] (TCP by default), TLS for `https://` with the client's
-//! rustls set-up, hyper's client connection, the whole exchange bounded by
-//! a timeout. No pool: tokens are fetched every few minutes at most.
+//! rustls set-up (built once per transport), hyper's client connection,
+//! the whole exchange bounded by a timeout. No pool: tokens are fetched
+//! every few minutes at most.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,19 +12,26 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 
 use super::OAuth2Error;
+use super::target::{PlainHttp, Target};
 use crate::client::tls::{Tls, TlsOptions};
-use crate::client::{BrokerAddress, ClientError, Connector};
+use crate::client::{ClientError, Connector};
 
 /// The largest issuer answer read (discovery documents and token
 /// responses are a few KiB).
 const MAX_BODY: usize = 256 * 1024;
 
 /// How requests reach the issuer.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Transport {
     pub(crate) connector: Arc<dyn Connector>,
+    /// The TLS settings; their files are read once, for the first
+    /// `https://` request.
     pub(crate) tls: TlsOptions,
     pub(crate) timeout: Duration,
+    /// Where plain `http://` may go.
+    pub(crate) plain_http: PlainHttp,
+    /// The rustls configuration built from `tls`, reused by every request.
+    pub(crate) tls_config: OnceLock<Tls>,
 }
 
 /// A response: its status and body.
@@ -51,6 +59,14 @@ impl Transport {
         form: Option<String>,
     ) -> Result<Answer, OAuth2Error> {
         let target = Target::parse(url)?;
+        target.check_plain_http(url, self.plain_http)?;
+        if !target.is_tls() {
+            tracing::warn!(
+                url,
+                "OAuth2 request over plain http: without TLS, what is sent (the client secret \
+                 included) and received can be read and altered on the way"
+            );
+        }
         let exchange = async {
             let io = self
                 .connector
@@ -88,7 +104,10 @@ impl Transport {
             }
             let request = request
                 .body(Full::new(Bytes::from(form.unwrap_or_default())))
-                .map_err(|_| bad_url(url, "cannot be requested"))?;
+                .map_err(|_| OAuth2Error::Url {
+                    url: url.to_owned(),
+                    problem: "cannot be requested",
+                })?;
             let response = sender
                 .send_request(request)
                 .await
@@ -111,54 +130,21 @@ impl Transport {
             })
     }
 
-    fn tls(&self) -> Result<Tls, OAuth2Error> {
-        self.tls.build().map_err(|e| match e {
+    /// The TLS configuration, built on first use (reading the CA file or
+    /// the system's roots from disk) and kept. A failed build is not kept:
+    /// the next request tries again.
+    fn tls(&self) -> Result<&Tls, OAuth2Error> {
+        if let Some(tls) = self.tls_config.get() {
+            return Ok(tls);
+        }
+        let built = self.tls.build().map_err(|e| match e {
             ClientError::TlsConfig { problem } => OAuth2Error::TlsConfig { problem },
             other => OAuth2Error::Http {
                 url: String::new(),
                 source: Arc::new(other),
             },
-        })
-    }
-}
-
-/// Where a URL leads.
-struct Target {
-    address: BrokerAddress,
-    host_header: String,
-    path: String,
-}
-
-impl Target {
-    fn parse(url: &str) -> Result<Self, OAuth2Error> {
-        let uri: http::Uri = url.parse().map_err(|_| bad_url(url, "is not a URL"))?;
-        let tls = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(bad_url(url, "is neither http:// nor https://")),
-        };
-        let host = uri.host().ok_or_else(|| bad_url(url, "names no host"))?;
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let address = BrokerAddress::new(host, port).with_tls(tls);
-        Ok(Self {
-            host_header: match uri.port_u16() {
-                Some(_) => address.to_string(),
-                None => address.host().to_owned(),
-            },
-            path: uri
-                .path_and_query()
-                .map_or("/", http::uri::PathAndQuery::as_str)
-                .to_owned(),
-            address,
-        })
-    }
-}
-
-fn bad_url(url: &str, problem: &'static str) -> OAuth2Error {
-    OAuth2Error::Url {
-        url: url.to_owned(),
-        problem,
+        })?;
+        Ok(self.tls_config.get_or_init(|| built))
     }
 }
 
@@ -166,49 +152,5 @@ fn failed(url: &str, e: impl std::error::Error + Send + Sync + 'static) -> OAuth
     OAuth2Error::Http {
         url: url.to_owned(),
         source: Arc::new(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(url: &str) -> (String, bool, String, String) {
-        let t = Target::parse(url).expect(url);
-        (
-            t.address.to_string(),
-            t.address.is_tls(),
-            t.host_header,
-            t.path,
-        )
-    }
-
-    #[test]
-    fn urls_become_an_address_a_host_header_and_a_path() {
-        assert_eq!(
-            target("https://auth.example.com/oauth/token?x=1"),
-            (
-                "auth.example.com:443".into(),
-                true,
-                "auth.example.com".into(),
-                "/oauth/token?x=1".into()
-            )
-        );
-        assert_eq!(
-            target("http://127.0.0.1:8080"),
-            (
-                "127.0.0.1:8080".into(),
-                false,
-                "127.0.0.1:8080".into(),
-                "/".into()
-            )
-        );
-        assert_eq!(target("http://[::1]:9/t").0, "[::1]:9");
-        for bad in ["ftp://x/", "not a url", "/relative"] {
-            assert!(
-                matches!(Target::parse(bad), Err(OAuth2Error::Url { .. })),
-                "{bad}"
-            );
-        }
     }
 }

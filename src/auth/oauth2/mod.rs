@@ -10,10 +10,12 @@
 //! when set) and sent as method `token`, in CONNECT and in AUTH_CHALLENGE
 //! answers. A token is reused until 90% of its `expires_in` has passed,
 //! then the next request for credentials fetches a fresh one: refreshed
-//! before it expires.
+//! before it expires. The client secret goes over plain http only where
+//! the rule in `target` allows it.
 
 mod exchange;
 mod http;
+mod target;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -28,6 +30,7 @@ use crate::client::tls::{Pem, TlsOptions};
 use crate::client::{Connector, TcpConnector, TlsConfigProblem};
 use crate::clock;
 use exchange::{Cache, ClientSecret};
+use target::PlainHttp;
 
 /// Why an OAuth2 access token could not be had. Never shows the client
 /// secret or a token.
@@ -57,6 +60,35 @@ pub enum OAuth2Error {
         url: String,
         /// What is wrong.
         problem: &'static str,
+    },
+    /// A plain `http://` URL to a host that is not loopback, refused
+    /// before connecting: the client secret and the tokens would travel
+    /// unencrypted. [`OAuth2ClientCredentials::allow_insecure_http`]
+    /// allows it.
+    #[error(
+        "refused the OAuth2 URL {url:?}: plain http:// to a host that is not loopback would send \
+         the client secret and tokens unencrypted; use https://, or call \
+         OAuth2ClientCredentials::allow_insecure_http() to accept that"
+    )]
+    PlaintextRefused {
+        /// The URL.
+        url: String,
+    },
+    /// An `https://` issuer's discovery document names a plain `http://`
+    /// token endpoint (a misconfigured issuer, or a document altered on
+    /// the way): refused before the client secret is sent, on loopback
+    /// too. [`OAuth2ClientCredentials::allow_insecure_http`] allows it.
+    #[error(
+        "refused the token endpoint {token_endpoint:?} named by the https:// OAuth2 issuer \
+         {issuer:?}: it is plain http://, so the client secret would travel unencrypted; fix the \
+         issuer's discovery document, or call OAuth2ClientCredentials::allow_insecure_http() to \
+         accept that"
+    )]
+    DowngradeRefused {
+        /// The issuer URL as given.
+        issuer: String,
+        /// The token endpoint its discovery document names.
+        token_endpoint: String,
     },
     /// The TLS settings for the issuer cannot be used.
     #[error("TLS configuration for the OAuth2 issuer: {problem}")]
@@ -120,7 +152,9 @@ enum Credentials {
 /// fetches a fresh one, before the old one expires. Concurrent
 /// connections share one fetch. The issuer is trusted through the
 /// system's roots unless [`tls_trust_certs_file`](Self::tls_trust_certs_file)
-/// names a CA.
+/// names a CA. Plain `http://` is refused off loopback, and for the token
+/// endpoint of an `https://` issuer, unless
+/// [`allow_insecure_http`](Self::allow_insecure_http) says otherwise.
 ///
 /// # Examples
 /// ```no_run
@@ -190,6 +224,8 @@ impl OAuth2ClientCredentials {
                 connector: Arc::new(TcpConnector),
                 tls: TlsOptions::default(),
                 timeout: Duration::from_secs(30),
+                plain_http: PlainHttp::LoopbackOnly,
+                tls_config: std::sync::OnceLock::new(),
             },
             state: tokio::sync::Mutex::default(),
         }
@@ -211,7 +247,8 @@ impl OAuth2ClientCredentials {
     }
 
     /// Trusts the CA certificates in this PEM file for an `https://`
-    /// issuer instead of the operating system's roots.
+    /// issuer instead of the operating system's roots. The file (like the
+    /// system's roots without it) is read once, for the first request.
     #[must_use]
     pub fn tls_trust_certs_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.transport.tls.trust = Some(Pem::File(path.into()));
@@ -223,6 +260,33 @@ impl OAuth2ClientCredentials {
     #[must_use]
     pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.transport.timeout = timeout;
+        self
+    }
+
+    /// Allows plain `http://` to the issuer and its token endpoint on any
+    /// host, and an `https://` issuer's discovery document to name an
+    /// `http://` token endpoint.
+    ///
+    /// Without it, plain `http://` is used only for a host on loopback
+    /// (127.0.0.0/8, `::1`, `localhost`), and never for the token
+    /// endpoint of an `https://` issuer: anything else fails with
+    /// [`OAuth2Error::PlaintextRefused`] or
+    /// [`OAuth2Error::DowngradeRefused`] before a byte is sent. Over plain
+    /// http the client secret and the tokens travel unencrypted, readable
+    /// and alterable by anyone on the path; every such request logs a
+    /// WARN, allowed or on loopback.
+    ///
+    /// # Examples
+    /// ```
+    /// use pulsar_wire::auth::OAuth2ClientCredentials;
+    /// // A test issuer on a private network, without TLS.
+    /// let auth = OAuth2ClientCredentials::new("http://issuer.lab:8080", "app", "secret")
+    ///     .allow_insecure_http();
+    /// # let _ = auth;
+    /// ```
+    #[must_use]
+    pub const fn allow_insecure_http(mut self) -> Self {
+        self.transport.plain_http = PlainHttp::Anywhere;
         self
     }
 
@@ -279,8 +343,10 @@ impl OAuth2ClientCredentials {
                 code: None,
             });
         }
-        exchange::token_endpoint(&answer.body)
-            .map_err(|problem| OAuth2Error::BadAnswer { url, problem })
+        let endpoint = exchange::token_endpoint(&answer.body)
+            .map_err(|problem| OAuth2Error::BadAnswer { url, problem })?;
+        target::check_token_endpoint(&self.issuer_url, &endpoint, self.transport.plain_http)?;
+        Ok(endpoint)
     }
 
     async fn client_secret(&self) -> Result<ClientSecret, OAuth2Error> {
