@@ -775,10 +775,16 @@ impl Consumer {
     /// acked once the copies are confirmed), so this may wait up to the
     /// dead-letter producer's send timeout.
     ///
+    /// Closing a closed consumer does nothing; a close that meets a lost
+    /// connection is done (the broker drops the consumer with it).
+    ///
     /// # Errors
-    /// [`ConsumerError::Closed`] if it was closed already.
+    /// [`ConsumerError::TaskFailed`] if the consumer's task panicked.
     pub async fn close(&self) -> Result<(), ConsumerError> {
-        self.ask(task::Command::Close).await
+        match self.ask(task::Command::Close).await {
+            Err(ConsumerError::Closed) => Ok(()),
+            other => other,
+        }
     }
 }
 

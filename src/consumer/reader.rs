@@ -152,7 +152,8 @@ impl Reader {
     /// Closes the reader (its subscription disappears).
     ///
     /// # Errors
-    /// [`ConsumerError::Closed`] if it was closed already.
+    /// [`ConsumerError::TaskFailed`] if its task panicked (closing a
+    /// closed reader does nothing).
     pub async fn close(&self) -> Result<(), ConsumerError> {
         self.consumer.close().await
     }

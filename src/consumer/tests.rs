@@ -68,4 +68,8 @@ async fn a_task_that_stopped_as_asked_is_closed() {
         Err(ConsumerError::Closed)
     ));
     assert!(consumer.next().await.is_none(), "the stream ends");
+    consumer
+        .close()
+        .await
+        .expect("closing a closed consumer does nothing");
 }

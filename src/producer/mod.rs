@@ -324,12 +324,20 @@ impl Producer {
     /// then closes the producer on the broker. Later sends fail with
     /// [`ProducerError::Closed`].
     ///
+    /// Closing a closed producer does nothing; a close that meets a lost
+    /// connection is done (the broker drops the producer with it).
+    ///
     /// # Errors
-    /// The broker's answer to CLOSE_PRODUCER, if it failed.
+    /// The broker's answer to CLOSE_PRODUCER, if it refused or did not
+    /// answer over a connection still up; [`ProducerError::TaskFailed`] if
+    /// the producer's task panicked.
     pub async fn close(&self) -> Result<(), ProducerError> {
         // After a close no partition is added.
         partitions::lock(&self.inner.lanes).closed = true;
-        self.each(Cmd::Close).await
+        match self.each(Cmd::Close).await {
+            Err(ProducerError::Closed) => Ok(()),
+            other => other,
+        }
     }
 
     async fn each(

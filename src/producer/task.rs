@@ -518,10 +518,12 @@ impl Driver {
             Some(ProducerError::ConnectionLost(_)) => Ok(()),
             // Nothing on the broker to close: it lost the producer already.
             _ if !self.link.is_up() => Ok(()),
-            _ => {
-                let closed = self.p.conn.close_producer(self.p.id).await;
-                closed.map_err(ProducerError::ConnectionLost)
-            }
+            _ => match self.p.conn.close_producer(self.p.id).await {
+                // The connection ended first: the broker dropped the
+                // producer with it (as the Java client, done).
+                Err(_) if self.p.conn.is_closed() => Ok(()),
+                closed => closed.map_err(ProducerError::ConnectionLost),
+            },
         };
         if self.dead.is_none() {
             self.die(ProducerError::Closed);

@@ -208,3 +208,19 @@ async fn a_topic_given_up_is_reported_once_and_the_others_go_on() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_close_that_meets_a_lost_connection_is_done_and_closing_again_too() {
+    let net = FakeNetwork::new();
+    guard("consumer close during a connection loss", async {
+        let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        let script = async {
+            assert_eq!(expect_close(&mut broker).await, id);
+            drop(broker); // the connection is lost before the answer
+        };
+        let (closed, ()) = tokio::join!(consumer.close(), script);
+        closed.expect("nothing of it is left on the broker: closed");
+        consumer.close().await.expect("closing again is done too");
+    })
+    .await;
+}

@@ -257,3 +257,23 @@ async fn a_broker_that_closes_every_re_created_producer_meets_growing_delays() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_close_that_meets_a_lost_connection_is_done_and_closing_again_too() {
+    guard("close during a connection loss", async {
+        let net = FakeNetwork::new();
+        let (client, mut broker, svc) = connected(&net).await;
+        drop(svc); // no broker to reconnect to
+        let (producer, id) = created(&client, &mut broker, AccessMode::Shared).await;
+        let script = async {
+            let close = broker.expect(Type::CloseProducer).await;
+            let body = close.command.close_producer.expect("body");
+            assert_eq!(body.producer_id, id);
+            drop(broker); // the connection is lost before the answer
+        };
+        let (closed, ()) = tokio::join!(producer.close(), script);
+        closed.expect("nothing of it is left on the broker: closed");
+        producer.close().await.expect("closing again is done too");
+    })
+    .await;
+}
