@@ -9,6 +9,17 @@
 //! `startMessageIdInclusive`. Members dropped this way count as acked
 //! (skipped), so an entry ack still goes out once the rest are acked.
 //!
+//! On a durable subscription a seek's target filters only its own entry,
+//! and only until the subscription is lost again (as the Java client, which
+//! filters only the target's entry too): the members before a target
+//! member, and the target itself unless inclusive. The members a seek
+//! skips count as acked, as those before it do on the broker (the SEEK's
+//! `ack_set` says so when the batch's size is known); a plain target
+//! skipped stays unacked, and comes again after the next reconnect.
+//! Whatever else comes from before the target comes from a rewind made
+//! elsewhere (an admin's cursor reset, another consumer's seek) and
+//! reaches the application.
+//!
 //! A non-durable subscription lives only as long as its consumer: after a
 //! reconnect it is made anew, at the first message still queued (the queue
 //! is dropped), or right after the last message handed to the application,
@@ -37,12 +48,20 @@ pub(crate) struct Start {
     /// chunked message is measured by its last chunk (a reader's start
     /// and a seek target name messages by their ids).
     by_position: bool,
+    /// Only `id`'s own entry is filtered: a durable subscription's seek
+    /// target, where the broker's cursor now is. What comes from before
+    /// it comes from a rewind made elsewhere (an admin's reset, another
+    /// consumer's seek) and is delivered, as the Java client does.
+    entry_only: bool,
 }
 
 impl Start {
     /// Whether `id` is at or after the boundary (after it only, unless
     /// inclusive). A whole-entry boundary covers the entry's members.
     pub(crate) fn admits(&self, id: MessageId) -> bool {
+        if self.entry_only && id.entry() != self.id.entry() {
+            return true;
+        }
         let ord = if self.id.is_batch_member() {
             order(id).cmp(&order(self.id))
         } else {
@@ -90,6 +109,7 @@ impl Position {
                 id,
                 inclusive,
                 by_position: false,
+                entry_only: false,
             }),
             origin: start.filter(|id| !is_message(*id)),
             seeking: false,
@@ -164,11 +184,18 @@ impl Position {
 
     /// The subscription moved to `target`: nothing handed out counts any
     /// more, and `target` is the new boundary (none for earliest, latest,
-    /// or a publish time).
-    pub(crate) fn seek(&mut self, target: Option<MessageId>, inclusive: bool) {
+    /// or a publish time). On a `durable` subscription it filters only the
+    /// target's own entry (the members before a target member, and the
+    /// target unless inclusive), until the next reconnect that is not the
+    /// seek's own.
+    pub(crate) fn seek(&mut self, target: Option<MessageId>, inclusive: bool, durable: bool) {
+        let mut sought = Self::new(target, inclusive, self.drop_seen);
+        if let Some(start) = &mut sought.start {
+            start.entry_only = durable;
+        }
         *self = Self {
             seeking: true,
-            ..Self::new(target, inclusive, self.drop_seen)
+            ..sought
         };
     }
 
@@ -205,13 +232,20 @@ impl Position {
         first_chunk: Option<MessageId>,
         durable: bool,
     ) {
-        if std::mem::take(&mut self.seeking) || durable {
+        if std::mem::take(&mut self.seeking) {
+            return;
+        }
+        if durable {
+            // The broker redelivers what is unacked from its cursor; a
+            // seek's target filters nothing any more.
+            self.start = None;
             return;
         }
         let at = |id, inclusive| Start {
             id,
             inclusive,
             by_position: true,
+            entry_only: false,
         };
         if let Some((_, position)) = first_queued {
             self.start = Some(at(position, true));
@@ -341,7 +375,7 @@ mod tests {
         p.handed_out(entry.with_batch_index(0), Some(70));
         let words = p.seek_ack_set(entry.with_batch_index(64));
         assert_eq!(words, [0, 0b11_1111]);
-        p.seek(Some(entry.with_batch_index(5)), false);
+        p.seek(Some(entry.with_batch_index(5)), false, false);
         p.on_reconnect(
             Some((MessageId::new(1, 1), MessageId::new(1, 1))),
             None,
@@ -410,6 +444,33 @@ mod tests {
             later.start_id(),
             Some(at(2)),
             "the chunk comes after the resume"
+        );
+    }
+
+    #[test]
+    fn a_durable_seek_filters_its_own_entry_until_the_next_reconnect() {
+        let target = MessageId::new(1, 10).with_batch_index(3);
+        let mut p = Position::default();
+        p.seek(Some(target), false, true);
+        p.on_reconnect(None, None, true);
+        assert!(!p.admits(target.entry().with_batch_index(2)));
+        assert!(!p.admits(target), "not inclusive");
+        assert!(p.admits(target.entry().with_batch_index(4)));
+        assert!(
+            p.admits(MessageId::new(1, 5)) && p.admits(MessageId::new(1, 5).with_batch_index(0)),
+            "from before the target: a rewind made elsewhere"
+        );
+        p.on_reconnect(None, None, true);
+        assert!(
+            p.admits(target),
+            "a reconnect not the seek's own ends the filter"
+        );
+        assert_eq!(p.start_id(), None);
+        let mut reader = Position::default();
+        reader.seek(Some(target), false, false);
+        assert!(
+            !reader.admits(MessageId::new(1, 5)),
+            "non-durable: the whole boundary"
         );
     }
 }

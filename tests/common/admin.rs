@@ -5,6 +5,7 @@
 //! own (or one only the leader may make) with a redirect; [`call`] follows
 //! up to [`MAX_REDIRECTS`] of them, as `pulsar-admin` does.
 
+use pulsar_wire::MessageId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -230,6 +231,21 @@ pub async fn topic_owner(admin_url: &str, topic: &str) -> String {
 pub async fn unload_topic(admin_url: &str, topic: &str) {
     let url = format!("{admin_url}/admin/v2/{}/unload", rest_path(topic));
     call("PUT", &url, None).await.ok("topic unload");
+}
+
+/// Resets `subscription`'s cursor on `topic` to `id` (its entry): the
+/// broker closes the subscription's consumers, which subscribe again and
+/// get everything from there.
+pub async fn reset_cursor(admin_url: &str, topic: &str, subscription: &str, id: MessageId) {
+    let url = format!(
+        "{admin_url}/admin/v2/{}/subscription/{subscription}/resetcursor",
+        rest_path(topic)
+    );
+    let body = format!(
+        r#"{{"ledgerId":{},"entryId":{},"partitionIndex":-1}}"#,
+        id.ledger_id, id.entry_id
+    );
+    call("POST", &url, Some(&body)).await.ok("reset cursor");
 }
 
 /// The entries of `topic` that `subscription` has not acked (the topic's

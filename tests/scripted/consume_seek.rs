@@ -140,3 +140,49 @@ async fn a_seek_to_a_batch_member_marks_and_drops_the_members_before_it() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_seek_a_rewind_made_elsewhere_delivers_what_lies_before_the_target() {
+    let net = FakeNetwork::new();
+    guard("seek, then an outside rewind", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        seek(&consumer, &mut broker, MessageId::new(1, 10)).await;
+        let (again, _) = subscribed_again(&mut broker, id).await;
+        // An admin resets the cursor to 1:5: Apache Pulsar closes the
+        // consumer, which subscribes again, and sends from there.
+        broker.send(super::reconnect::close_consumer(again)).await;
+        let lookup = broker.expect(Type::Lookup).await;
+        super::reconnect::answer_lookup_here(&mut broker, &lookup).await;
+        let subscribe = broker.expect(Type::Subscribe).await;
+        let body = subscribe.command.subscribe.as_ref().expect("body");
+        let rewound = body.consumer_id;
+        broker.send(answer::success(body.request_id)).await;
+        broker.expect(Type::Flow).await;
+        broker.send_frame(batch_message(rewound, 5, 3)).await;
+        broker
+            .send_frame(message(rewound, 6, "plain", Checksum::Valid))
+            .await;
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(consumer.receive().await.expect("receive"));
+        }
+        let texts: Vec<_> = got
+            .iter()
+            .map(|m| {
+                (
+                    m.id().entry_id,
+                    String::from_utf8_lossy(m.payload()).into_owned(),
+                )
+            })
+            .collect();
+        let expected = [(5, "m0"), (5, "m1"), (5, "m2"), (6, "plain")];
+        assert_eq!(texts, expected.map(|(e, t)| (e, t.to_owned())));
+        // Nothing is acked but what the application acks.
+        consumer.ack(&got[3]).await.expect("ack");
+        let ack = broker.expect(Type::Ack).await;
+        let body = ack.command.ack.expect("body");
+        let acked: Vec<u64> = body.message_id.iter().map(|i| i.entry_id).collect();
+        assert_eq!((body.consumer_id, acked), (rewound, vec![6]));
+    })
+    .await;
+}

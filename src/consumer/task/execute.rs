@@ -217,10 +217,13 @@ impl Driver {
     /// subscribes again at once, from the new position, with its queue
     /// dropped and the old consumer's messages ignored.
     async fn restart_at(&mut self, index: usize, boundary: Option<MessageId>) {
-        let inclusive = self.settings.options.start_inclusive;
+        let (inclusive, durable) = (
+            self.settings.options.start_inclusive,
+            self.settings.options.durable,
+        );
         self.shelf.lock().slots[index]
             .position
-            .seek(boundary, inclusive);
+            .seek(boundary, inclusive, durable);
         let sub = &self.subs[index];
         let (conn, id) = (sub.conn.clone(), sub.id);
         let _ = conn.close_consumer(id).await;
