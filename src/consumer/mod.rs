@@ -293,7 +293,7 @@ impl Consumer {
 
     /// Why the task is gone: closed as asked, or it panicked.
     fn gone(&self) -> ConsumerError {
-        if self.ended.load(Ordering::Acquire) {
+        if self.ended.load(Ordering::Acquire) || self.shelf.is_closing() {
             ConsumerError::Closed
         } else {
             ConsumerError::TaskFailed

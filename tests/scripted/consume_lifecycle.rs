@@ -224,3 +224,29 @@ async fn a_close_that_meets_a_lost_connection_is_done_and_closing_again_too() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ack_made_while_the_consumer_closes_fails_rather_than_go_unsent() {
+    let net = FakeNetwork::new();
+    guard("ack during close", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        broker
+            .send_frame(message(id, 1, "m", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("receive");
+        let other = consumer.clone();
+        let closing = tokio::spawn(async move { consumer.close().await });
+        // The broker holds its answer to CLOSE_CONSUMER: the close runs.
+        let close = broker.expect(Type::CloseConsumer).await;
+        let body = close.command.close_consumer.as_ref().expect("body");
+        assert_eq!(body.consumer_id, id);
+        let acked = other.ack(&m).await;
+        assert!(
+            matches!(acked, Err(ConsumerError::Closed)),
+            "an ack the close will not send: {acked:?}"
+        );
+        broker.send(answer::success(body.request_id)).await;
+        closing.await.expect("task").expect("closed");
+    })
+    .await;
+}

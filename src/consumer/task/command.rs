@@ -67,6 +67,35 @@ pub(crate) enum Command {
     Close(Reply<()>),
 }
 
+impl Command {
+    /// Answers the request with an error made by `error` without carrying
+    /// it out (a command that waits for no answer is dropped).
+    pub(crate) fn refuse(self, error: impl Fn() -> ConsumerError) {
+        match self {
+            Self::Receive(r) => drop(r.send(Err(error()))),
+            Self::TryReceive(r) => drop(r.send(Err(error()))),
+            Self::ReceiveBatch(r) => drop(r.send(Err(error()))),
+            Self::AckAll(acks) => {
+                for reply in acks.into_iter().filter_map(|a| a.reply) {
+                    let _ = reply.send(Err(error()));
+                }
+            }
+            Self::Ack { reply, .. } => {
+                if let Some(r) = reply {
+                    let _ = r.send(Err(error()));
+                }
+            }
+            Self::AckInTxn { reply, .. }
+            | Self::Seek(_, reply)
+            | Self::Unsubscribe(reply)
+            | Self::Close(reply) => drop(reply.send(Err(error()))),
+            Self::LastMessageId(r) => drop(r.send(Err(error()))),
+            Self::HasMessageAvailable(r) => drop(r.send(Err(error()))),
+            Self::Nack { .. } | Self::Extend { .. } | Self::Lease { .. } => {}
+        }
+    }
+}
+
 /// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
 pub(crate) type Activity = Vec<(Arc<str>, bool)>;
 

@@ -190,7 +190,7 @@ impl Driver {
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(command) => {
-                        if self.on_command(*command).await {
+                        if self.take_command(*command, commands).await {
                             return;
                         }
                         // Commands already queued (the application's acks
@@ -202,7 +202,7 @@ impl Driver {
                                 break;
                             };
                             self.serve().await;
-                            if self.on_command(*command).await {
+                            if self.take_command(*command, commands).await {
                                 return;
                             }
                         }
@@ -287,6 +287,61 @@ impl Driver {
             && self.settings.core.receiver_queue_size > 0
             && self.all_lost().is_none();
         self.shelf.set_open(open);
+    }
+
+    /// Carries out a handle's command, a close with the commands still
+    /// queued (see [`Self::close`]); returns true when the task should stop.
+    async fn take_command(
+        &mut self,
+        command: Command,
+        commands: &mut mpsc::UnboundedReceiver<Box<Command>>,
+    ) -> bool {
+        match command {
+            Command::Close(reply) => {
+                Box::pin(self.close(reply, commands)).await;
+                true
+            }
+            other => self.on_command(other).await,
+        }
+    }
+
+    /// Closes the consumer. From now on the handles can neither take nor
+    /// ack on the shelf nor queue a command: each such call fails with
+    /// [`ConsumerError::Closed`]. What they did before goes out first: the
+    /// acks, nacks and leases already queued are carried out (the calls
+    /// that queued them were answered, or are waiting), and the rest is
+    /// answered `Closed`; then [`Self::shut_down`] sends the acks and
+    /// closes the subscriptions. An ack answered `Ok` thus reaches the
+    /// broker before its consumer closes.
+    async fn close(
+        &mut self,
+        reply: Reply<()>,
+        commands: &mut mpsc::UnboundedReceiver<Box<Command>>,
+    ) {
+        self.shelf.closing();
+        commands.close();
+        let mut closers = vec![reply];
+        while let Ok(command) = commands.try_recv() {
+            match *command {
+                Command::Close(reply) => closers.push(reply),
+                command @ (Command::Ack { .. }
+                | Command::AckAll(_)
+                | Command::AckInTxn { .. }
+                | Command::Nack { .. }
+                | Command::Extend { .. }
+                | Command::Lease { .. }) => {
+                    self.on_command(command).await;
+                }
+                other => {
+                    other.refuse(|| ConsumerError::Closed);
+                    self.shelf.command_done();
+                }
+            }
+        }
+        self.shut_down().await;
+        for reply in closers {
+            let _ = reply.send(Ok(()));
+        }
     }
 
     /// Carries out a handle's command; returns true when the task should
@@ -397,7 +452,7 @@ impl Driver {
                 let result = Box::pin(self.unsubscribe()).await;
                 let done = result.is_ok();
                 if done {
-                    self.shelf.close();
+                    self.shelf.closing();
                 }
                 let _ = reply.send(result);
                 if done {
@@ -409,10 +464,8 @@ impl Driver {
                 }
             }
             Command::Close(reply) => {
-                Box::pin(self.shut_down()).await;
-                self.shelf.close();
-                let _ = reply.send(Ok(()));
-                return true;
+                // Taken by `take_command`; here only if sent while closing.
+                let _ = reply.send(Err(ConsumerError::Closed));
             }
         }
         false

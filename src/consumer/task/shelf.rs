@@ -175,6 +175,9 @@ pub(crate) struct Shelf {
     started: std::time::Instant,
     /// Wakes the task when a handle left work for it in a core.
     pub(super) work: Notify,
+    /// The consumer is closing, as asked: a handle whose call finds the
+    /// task gone or going reports a close, not a failure.
+    closing: std::sync::atomic::AtomicBool,
     /// Told of every message handed out and every ack.
     pub(super) observers: Observers,
 }
@@ -217,6 +220,7 @@ impl Shelf {
             uses_clock: config.uses_clock(),
             started: clock::now(),
             work: Notify::new(),
+            closing: std::sync::atomic::AtomicBool::new(false),
             observers,
         }
     }
@@ -341,6 +345,19 @@ impl Shelf {
     pub(super) fn set_open(&self, open: bool) {
         let ready = self.lock().set_open(open);
         wake_all(ready);
+    }
+
+    /// The consumer closes, as asked: [`close`](Self::close), and the
+    /// handles learn it is a close.
+    pub(super) fn closing(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.close();
+    }
+
+    /// Whether the consumer is closing or closed, as asked.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Closes the shelf for good (see [`Shelved::close`]) and wakes every

@@ -5,6 +5,7 @@
 //! work).
 
 mod acks;
+mod close;
 mod dead_letter;
 mod delivery;
 mod kinds;
