@@ -315,6 +315,16 @@ pub mod answer {
             ..base(Type::SendReceipt)
         }
     }
+
+    /// The receipt of a broker with deduplication on for a sequence id it
+    /// has already stored: the position (-1, -1), nothing stored again.
+    pub fn duplicate_receipt(producer: u64, sequence: u64) -> BaseCommand {
+        let mut receipt = receipt(producer, sequence);
+        if let Some(body) = receipt.send_receipt.as_mut() {
+            body.message_id = Some(pulsar_wire::MessageId::new(u64::MAX, u64::MAX).to_proto());
+        }
+        receipt
+    }
 }
 
 #[derive(Default)]
