@@ -23,6 +23,7 @@ mod lookup;
 mod oauth2;
 mod observe;
 mod produce;
+mod redrive;
 mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;
