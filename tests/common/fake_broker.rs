@@ -262,6 +262,17 @@ pub mod answer {
         }
     }
 
+    /// END_TXN_RESPONSE: the transaction ended as asked.
+    pub fn end_txn(request: u64) -> BaseCommand {
+        BaseCommand {
+            end_txn_response: Some(Box::new(proto::CommandEndTxnResponse {
+                request_id: request,
+                ..proto::CommandEndTxnResponse::default()
+            })),
+            ..base(Type::EndTxnResponse)
+        }
+    }
+
     /// END_TXN_RESPONSE refusing the end with `code`.
     pub fn end_txn_refused(request: u64, code: ServerError, message: &str) -> BaseCommand {
         BaseCommand {

@@ -25,7 +25,7 @@ use crate::common::guard;
 const PUBLISHED: u64 = 4_102_444_800_000;
 
 /// Chunk `chunk_id` of `num` of message `uuid`, at entry `at`.
-fn chunk(consumer: u64, at: u64, uuid: &str, chunk_id: i32, num: i32) -> Frame {
+pub(super) fn chunk(consumer: u64, at: u64, uuid: &str, chunk_id: i32, num: i32) -> Frame {
     let metadata = proto::MessageMetadata {
         uuid: Some(uuid.into()),
         chunk_id: Some(chunk_id),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use pulsar_wire::consumer::{NackPolicy, RedeliveryBackoff};
 
 use super::*;
+use crate::chunks::chunk;
 
 #[tokio::test(start_paused = true)]
 async fn duration_max_everywhere_keeps_the_consumer_working() {
@@ -17,15 +18,20 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
             max: Duration::MAX,
             multiplier: f64::MAX,
         };
-        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+        let client = |b: ClientBuilder| b.operation_timeout(Duration::MAX);
+        let (_client, mut consumer, mut broker, id) = subscribed_through(&net, client, |b| {
             b.subscription_type(SubscriptionType::Shared)
                 .ack_timeout(Duration::MAX)
                 .ack_timeout_tick(Duration::MAX)
                 .ack_timeout_backoff(backoff)
                 .ack_group_time(Duration::MAX)
                 .nack_policy(NackPolicy::FixedDelay(Duration::MAX))
+                .expire_time_of_incomplete_chunked_message(Duration::MAX)
         })
         .await;
+        // The first chunk of a message whose rest never comes: its expiry
+        // is the loop's deadline from now on.
+        broker.send_frame(chunk(id, 10, "u", 0, 2)).await;
         for entry in 1..=3 {
             broker
                 .send_frame(message(id, entry, "m", Checksum::Valid))
@@ -38,6 +44,10 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
         tokio::time::advance(Duration::from_secs(30)).await;
         let third = consumer.receive().await.expect("the task still serves");
         assert_eq!(third.id().entry_id, 3);
+        // The chunk's permit went back to the broker.
+        let flow = broker.expect(Type::Flow).await;
+        let permits = flow.command.flow.as_ref().map(|f| f.message_permits);
+        assert_eq!(permits, Some(1));
         // Closing flushes the grouped ack: the task is alive to do it.
         let closing = tokio::spawn(async move { consumer.close().await });
         let ack = broker.expect(Type::Ack).await;
