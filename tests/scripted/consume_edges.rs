@@ -1,10 +1,12 @@
 //! Settings at the edge of their type (`Duration::MAX` timeouts, delays
 //! and backoffs) mean "never" or "as long as can be": the consumer's task
-//! goes on working, it never panics on them.
+//! goes on working, it never panics on them. A task that panics all the
+//! same leaves nothing registered on the broker.
 
 use std::time::Duration;
 
 use pulsar_wire::consumer::{NackPolicy, RedeliveryBackoff};
+use pulsar_wire::interceptor::ConsumerInterceptor;
 
 use super::*;
 use crate::chunks::chunk;
@@ -92,6 +94,45 @@ async fn a_mailbox_that_ends_without_a_word_is_a_lost_connection() {
             .await;
         let m = consumer.receive().await.expect("receive");
         assert_eq!(m.id().entry_id, 4);
+    })
+    .await;
+}
+
+/// Panics when told of a nack: a bug in the application's code, which
+/// runs in the consumer's task.
+#[derive(Debug)]
+struct PanicsOnNack;
+
+impl ConsumerInterceptor for PanicsOnNack {
+    fn on_negative_acknowledge(&self, _topic: &str, _id: MessageId) {
+        panic!("a bug in an interceptor");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_whose_task_panicked_is_closed_on_the_broker() {
+    let net = FakeNetwork::new();
+    guard("panicked task", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Exclusive)
+                .interceptor(PanicsOnNack)
+        })
+        .await;
+        broker
+            .send_frame(message(id, 1, "m", Checksum::Valid))
+            .await;
+        let msg = consumer.receive().await.expect("receive");
+        consumer.nack(&msg).expect("queued");
+        // The broker lets go of the consumer (on Exclusive, another may
+        // subscribe), though nobody closed it.
+        let close = broker.expect(Type::CloseConsumer).await;
+        let body = close.command.close_consumer.as_ref().expect("body");
+        assert_eq!(body.consumer_id, id);
+        broker.send(answer::success(body.request_id)).await;
+        assert!(matches!(
+            consumer.receive().await,
+            Err(ConsumerError::TaskFailed)
+        ));
     })
     .await;
 }
