@@ -91,6 +91,35 @@ impl MessageId {
         self.batch_index >= 0
     }
 
+    /// Whether this send receipt's id says "stored before, position
+    /// unknown": the broker has deduplication on and had already stored a
+    /// message with this sequence id from this producer name, so it stored
+    /// nothing new and answered with the position (-1, -1), as
+    /// `ledger_id` and `entry_id` both `u64::MAX` (Java's
+    /// `MessageIdImpl(-1, -1, partition)`). `partition` is still the
+    /// partition written to, and a batch member keeps its `batch_index`.
+    ///
+    /// The send succeeded: the message is in the topic once. It happens
+    /// when a send is made again under a sequence id the broker already
+    /// has, such as a send this producer resends after a lost connection
+    /// whose first attempt was stored but whose receipt was lost.
+    ///
+    /// Only meaningful on a receipt's id: the same position also spells
+    /// [`EARLIEST`](Self::EARLIEST), which is never a receipt.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(producer: pulsar_wire::producer::Producer) -> Result<(), pulsar_wire::Error> {
+    /// let id = producer.send("hello").await?.await?;
+    /// if id.is_duplicate() {
+    ///     println!("stored before; its position is not known");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub const fn is_duplicate(&self) -> bool {
+        self.ledger_id == u64::MAX && self.entry_id == u64::MAX
+    }
+
     /// Builds the protocol form. `batch_index` is written only for batch members.
     pub fn to_proto(&self) -> MessageIdData {
         MessageIdData {

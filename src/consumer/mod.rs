@@ -60,7 +60,8 @@ pub use message::Message;
 pub use pattern::{PatternProblem, RegexSubscriptionMode};
 pub use reader::{Reader, ReaderBuilder};
 pub use redrive::{
-    DEFAULT_REDRIVE_IDLE, DEFAULT_REDRIVE_SUBSCRIPTION, Redrive, RedriveError, Redriven,
+    DEFAULT_REDRIVE_IDLE, DEFAULT_REDRIVE_SUBSCRIPTION, Redrive, RedriveError, RedriveReport,
+    Redriven, SkipReason, Skipped,
 };
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};

@@ -116,17 +116,6 @@ pub enum ProducerError {
         /// The kind of answer.
         got: &'static str,
     },
-    /// The broker dropped the send as a duplicate: deduplication is on and
-    /// it has already stored a message with this sequence id from this
-    /// producer name, so this one was not stored again (and has no
-    /// message id of its own).
-    #[error("{topic}: the broker dropped the send with sequence id {sequence_id} as a duplicate")]
-    Duplicate {
-        /// The topic (partition).
-        topic: String,
-        /// The sequence id of the SEND (a batch's first message).
-        sequence_id: u64,
-    },
     /// [`send_in`](super::Producer::send_in) could not add the topic
     /// partition to the transaction, or the transaction is not open.
     #[error(transparent)]
@@ -174,8 +163,8 @@ impl ProducerError {
     /// was full, the connection was lost or the broker closed the producer
     /// (it is being re-created), or the broker refused the send for a
     /// reason that is not final. False for misuse (an option that cannot
-    /// work, a message too large), a duplicate, a final refusal, and once
-    /// the producer is [closed](Self::is_closed).
+    /// work, a message too large), a final refusal, and once the producer
+    /// is [closed](Self::is_closed).
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Client { source, .. } => source.is_retryable(),

@@ -394,10 +394,9 @@ impl Driver {
     /// named; a receipt for a later one means the broker and we are out of
     /// step, and the producer starts over.
     fn on_receipt(&mut self, sequence_id: SequenceId, message_id: Option<MessageId>) {
-        // A broker with deduplication on answers a sequence id it
-        // has seen with the position (-1, -1): nothing was stored.
-        let duplicate =
-            message_id.is_some_and(|m| m.ledger_id == u64::MAX && m.entry_id == u64::MAX);
+        // A broker with deduplication on answers a sequence id it has
+        // stored before with the position (-1, -1): the message is in the
+        // topic, and its receipt resolves to that id (`is_duplicate`).
         let id = message_id
             .unwrap_or(MessageId::new(0, 0))
             .with_partition(self.p.partition);
@@ -416,22 +415,10 @@ impl Driver {
                 };
                 let now = clock::now();
                 let sends = resolved.iter().map(|(w, _)| (w.queued_at, w.payload));
-                if duplicate {
-                    self.settings.stats.failed(now, sends);
-                } else {
-                    self.settings.stats.stored(now, sends);
-                }
+                self.settings.stats.stored(now, sends);
                 for (waiter, own) in resolved {
                     self.budget.release(1, waiter.bytes);
-                    let answer = if duplicate {
-                        Err(ProducerError::Duplicate {
-                            topic: self.p.topic.clone(),
-                            sequence_id: sequence_id.0,
-                        })
-                    } else {
-                        Ok(chunked.unwrap_or(own))
-                    };
-                    self.answer(waiter.reply, answer);
+                    self.answer(waiter.reply, Ok(chunked.unwrap_or(own)));
                 }
             }
             Err(ReceiptError::Stale { got, .. }) => {

@@ -201,7 +201,7 @@ impl Link {
         txn: Option<TxnId>,
         build: Build<'_>,
     ) -> Result<Response, TransactionError> {
-        let deadline = clock::now() + client.operation_timeout();
+        let deadline = clock::after(clock::now(), client.operation_timeout());
         loop {
             let attempt = match self.connection(client).await {
                 Ok(conn) => conn
@@ -222,7 +222,7 @@ impl Link {
                 *self.conn.lock().await = None;
             }
             let delay = self.backoff().next_delay();
-            if !failure.retry || clock::now() + delay >= deadline {
+            if !failure.retry || clock::after(clock::now(), delay) >= deadline {
                 return Err(failure.error);
             }
             warn!(tc = self.tc, op, error = %failure.error, ?delay, "transaction coordinator request failed; trying again");

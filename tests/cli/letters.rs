@@ -207,6 +207,32 @@ async fn dlq_redrive_lists_then_moves_a_dead_letter_back_to_its_real_topic() {
     assert_eq!(back[0]["properties"], json!({"k": "v"}));
 }
 
+#[tokio::test]
+async fn dlq_redrive_leaves_a_dead_letter_whose_real_topic_is_another_topic() {
+    let broker = TestBroker::start().await;
+    let url = broker.service_url();
+    let topic = unique_topic("cli-redrive-foreign");
+    let dlq = format!("{topic}-s-DLQ");
+    let other = unique_topic("cli-redrive-other");
+    let real_topic = format!("REAL_TOPIC={other}");
+    pulsar_wire(&url, &["produce", &dlq, "-m", "forged", "-p", &real_topic])
+        .await
+        .ok_lines();
+    let mut args = vec!["dlq", "redrive", "--from", &dlq, "--idle-ms", "500"];
+    let refused = pulsar_wire(&url, &args).await;
+    assert!(refused.ok_lines().is_empty(), "{refused:#?}");
+    assert!(
+        refused.stderr.contains(&format!("REAL_TOPIC {other}")),
+        "{refused:#?}"
+    );
+    args.extend(["--allow-target", other.as_str()]);
+    let moved = pulsar_wire(&url, &args).await.ok_lines();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0]["target"], json!(other));
+    let back = first_from_earliest(&url, &other, "app").await;
+    assert_eq!(back[0]["payload"], json!("forged"));
+}
+
 /// The first message of `topic` for a new Shared subscription `sub` at
 /// the earliest position, as `consume` prints it.
 async fn first_from_earliest(url: &str, topic: &str, sub: &str) -> Vec<serde_json::Value> {

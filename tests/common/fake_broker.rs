@@ -262,6 +262,17 @@ pub mod answer {
         }
     }
 
+    /// END_TXN_RESPONSE: the transaction ended as asked.
+    pub fn end_txn(request: u64) -> BaseCommand {
+        BaseCommand {
+            end_txn_response: Some(Box::new(proto::CommandEndTxnResponse {
+                request_id: request,
+                ..proto::CommandEndTxnResponse::default()
+            })),
+            ..base(Type::EndTxnResponse)
+        }
+    }
+
     /// END_TXN_RESPONSE refusing the end with `code`.
     pub fn end_txn_refused(request: u64, code: ServerError, message: &str) -> BaseCommand {
         BaseCommand {
@@ -314,6 +325,16 @@ pub mod answer {
             })),
             ..base(Type::SendReceipt)
         }
+    }
+
+    /// The receipt of a broker with deduplication on for a sequence id it
+    /// has already stored: the position (-1, -1), nothing stored again.
+    pub fn duplicate_receipt(producer: u64, sequence: u64) -> BaseCommand {
+        let mut receipt = receipt(producer, sequence);
+        if let Some(body) = receipt.send_receipt.as_mut() {
+            body.message_id = Some(pulsar_wire::MessageId::new(u64::MAX, u64::MAX).to_proto());
+        }
+        receipt
     }
 }
 

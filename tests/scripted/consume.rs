@@ -12,7 +12,7 @@ use pulsar_wire::proto::command_ack::ValidationError;
 use pulsar_wire::proto::command_lookup_topic_response::LookupType;
 use pulsar_wire::proto::{self, BaseCommand};
 use pulsar_wire::wire::{Checksum, Frame, Payload};
-use pulsar_wire::{Client, ConsumerError, MessageId};
+use pulsar_wire::{Client, ClientBuilder, ConsumerError, MessageId};
 
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::{guard, init_tracing};
@@ -57,12 +57,18 @@ pub(super) async fn subscribed_with(
 
 /// A client of the scripted broker at `SERVICE` (which must be answering).
 pub(super) async fn scripted_client(net: &FakeNetwork) -> Client {
-    Client::builder()
+    scripted_client_with(net, |b| b).await
+}
+
+/// As [`scripted_client`], with the builder set up by `setup`.
+pub(super) async fn scripted_client_with(
+    net: &FakeNetwork,
+    setup: impl FnOnce(ClientBuilder) -> ClientBuilder,
+) -> Client {
+    let builder = Client::builder()
         .service_url(format!("pulsar://{SERVICE}"))
-        .connector(net.clone())
-        .build()
-        .await
-        .expect("client")
+        .connector(net.clone());
+    setup(builder).build().await.expect("client")
 }
 
 /// As [`subscribed_with`], also returning the consumer's client.
@@ -70,10 +76,19 @@ pub(super) async fn subscribed_client(
     net: &FakeNetwork,
     setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
 ) -> (Client, Consumer, FakeBroker, u64) {
+    subscribed_through(net, |b| b, setup).await
+}
+
+/// As [`subscribed_client`], the client's builder set up by `client`.
+pub(super) async fn subscribed_through(
+    net: &FakeNetwork,
+    client: impl FnOnce(ClientBuilder) -> ClientBuilder,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder,
+) -> (Client, Consumer, FakeBroker, u64) {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     let connect = async {
-        let client = scripted_client(net).await;
+        let client = scripted_client_with(net, client).await;
         let consumer = setup(client.consumer(TOPIC, "sub"))
             .subscribe()
             .await

@@ -1,12 +1,15 @@
 //! Settings at the edge of their type (`Duration::MAX` timeouts, delays
 //! and backoffs) mean "never" or "as long as can be": the consumer's task
-//! goes on working, it never panics on them.
+//! goes on working, it never panics on them. A task that panics all the
+//! same leaves nothing registered on the broker.
 
 use std::time::Duration;
 
 use pulsar_wire::consumer::{NackPolicy, RedeliveryBackoff};
+use pulsar_wire::interceptor::ConsumerInterceptor;
 
 use super::*;
+use crate::chunks::chunk;
 
 #[tokio::test(start_paused = true)]
 async fn duration_max_everywhere_keeps_the_consumer_working() {
@@ -17,15 +20,20 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
             max: Duration::MAX,
             multiplier: f64::MAX,
         };
-        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+        let client = |b: ClientBuilder| b.operation_timeout(Duration::MAX);
+        let (_client, mut consumer, mut broker, id) = subscribed_through(&net, client, |b| {
             b.subscription_type(SubscriptionType::Shared)
                 .ack_timeout(Duration::MAX)
                 .ack_timeout_tick(Duration::MAX)
                 .ack_timeout_backoff(backoff)
                 .ack_group_time(Duration::MAX)
                 .nack_policy(NackPolicy::FixedDelay(Duration::MAX))
+                .expire_time_of_incomplete_chunked_message(Duration::MAX)
         })
         .await;
+        // The first chunk of a message whose rest never comes: its expiry
+        // is the loop's deadline from now on.
+        broker.send_frame(chunk(id, 10, "u", 0, 2)).await;
         for entry in 1..=3 {
             broker
                 .send_frame(message(id, entry, "m", Checksum::Valid))
@@ -38,6 +46,10 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
         tokio::time::advance(Duration::from_secs(30)).await;
         let third = consumer.receive().await.expect("the task still serves");
         assert_eq!(third.id().entry_id, 3);
+        // The chunk's permit went back to the broker.
+        let flow = broker.expect(Type::Flow).await;
+        let permits = flow.command.flow.as_ref().map(|f| f.message_permits);
+        assert_eq!(permits, Some(1));
         // Closing flushes the grouped ack: the task is alive to do it.
         let closing = tokio::spawn(async move { consumer.close().await });
         let ack = broker.expect(Type::Ack).await;
@@ -82,6 +94,45 @@ async fn a_mailbox_that_ends_without_a_word_is_a_lost_connection() {
             .await;
         let m = consumer.receive().await.expect("receive");
         assert_eq!(m.id().entry_id, 4);
+    })
+    .await;
+}
+
+/// Panics when told of a nack: a bug in the application's code, which
+/// runs in the consumer's task.
+#[derive(Debug)]
+struct PanicsOnNack;
+
+impl ConsumerInterceptor for PanicsOnNack {
+    fn on_negative_acknowledge(&self, _topic: &str, _id: MessageId) {
+        panic!("a bug in an interceptor");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consumer_whose_task_panicked_is_closed_on_the_broker() {
+    let net = FakeNetwork::new();
+    guard("panicked task", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Exclusive)
+                .interceptor(PanicsOnNack)
+        })
+        .await;
+        broker
+            .send_frame(message(id, 1, "m", Checksum::Valid))
+            .await;
+        let msg = consumer.receive().await.expect("receive");
+        consumer.nack(&msg).expect("queued");
+        // The broker lets go of the consumer (on Exclusive, another may
+        // subscribe), though nobody closed it.
+        let close = broker.expect(Type::CloseConsumer).await;
+        let body = close.command.close_consumer.as_ref().expect("body");
+        assert_eq!(body.consumer_id, id);
+        broker.send(answer::success(body.request_id)).await;
+        assert!(matches!(
+            consumer.receive().await,
+            Err(ConsumerError::TaskFailed)
+        ));
     })
     .await;
 }

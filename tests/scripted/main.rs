@@ -24,6 +24,7 @@ mod oauth2;
 mod observe;
 mod produce;
 mod reader;
+mod redrive;
 mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;

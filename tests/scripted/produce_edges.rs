@@ -1,6 +1,6 @@
 //! Numbers at the edge of their type from the broker or the user: the
 //! producer saturates, never panics. And the broker's answer for a
-//! duplicate, position (-1, -1), is a distinct result, not an id.
+//! duplicate, position (-1, -1), is a success whose id says so.
 
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ async fn a_batching_delay_of_duration_max_is_accepted() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_send_the_broker_drops_as_a_duplicate_is_told_apart() {
+async fn a_send_the_broker_drops_as_a_duplicate_is_stored_with_an_unknown_id() {
     guard("duplicate", async {
         let (producer, mut broker) = producer(None, -1).await;
         let first = producer.send("a").await.expect("queued");
@@ -70,20 +70,14 @@ async fn a_send_the_broker_drops_as_a_duplicate_is_told_apart() {
         let (_, seq) = send_of(&broker.expect(Type::Send).await);
         // Deduplication on: the broker has seen it, stores nothing, and
         // answers with the position (-1, -1).
-        let mut dropped = answer::receipt(id, seq);
-        if let Some(receipt) = dropped.send_receipt.as_mut() {
-            receipt.message_id = Some(proto::MessageIdData {
-                ledger_id: u64::MAX,
-                entry_id: u64::MAX,
-                ..proto::MessageIdData::default()
-            });
-        }
-        broker.send(dropped).await;
-        assert_eq!(first.await.expect("stored").entry_id, seq - 1);
-        match again.await {
-            Err(ProducerError::Duplicate { sequence_id, .. }) => assert_eq!(sequence_id, seq),
-            other => panic!("expected a duplicate, got {other:?}"),
-        }
+        broker.send(answer::duplicate_receipt(id, seq)).await;
+        let stored = first.await.expect("stored");
+        assert_eq!(stored.entry_id, seq - 1);
+        assert!(!stored.is_duplicate(), "{stored}");
+        let duplicate = again.await.expect("already stored: a success");
+        assert!(duplicate.is_duplicate(), "{duplicate}");
+        let stats = producer.stats().total;
+        assert_eq!((stats.messages_sent, stats.send_failures), (2, 0));
     })
     .await;
 }

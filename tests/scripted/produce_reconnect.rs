@@ -112,6 +112,30 @@ async fn a_lost_connection_resends_every_unconfirmed_message_in_order() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_resend_the_broker_already_stored_is_a_success() {
+    guard("deduplicated resend", async {
+        let (producer, mut broker, mut svc) =
+            producer_with(None, -1, 64 << 20, WhenFull::Block).await;
+        let receipt = producer.send("x").await.expect("queued");
+        // The broker stores the SEND, but the connection dies before its
+        // receipt goes out.
+        let (_, seq) = send_of(&broker.expect(Type::Send).await);
+        drop(broker);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        let fresh = recreate(&mut broker).await;
+        assert_eq!(send_of(&broker.expect(Type::Send).await), (fresh, seq));
+        // Deduplication on: it has this sequence id and stores nothing new.
+        broker.send(answer::duplicate_receipt(fresh, seq)).await;
+        let id = receipt
+            .await
+            .expect("the message is in the topic: a success");
+        assert!(id.is_duplicate(), "{id}");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_receipt_that_skips_ahead_re_creates_the_producer_and_resends() {
     guard("out of order", async {
         let (producer, mut broker, _svc) = producer_with(None, 9, 64 << 20, WhenFull::Block).await;

@@ -1,6 +1,7 @@
 //! The transaction coordinator's link against scripted brokers: found
 //! through the assign topic, attached again after a lost connection with
-//! the shared backoff, and its refusals reported typed.
+//! the shared backoff, and its refusals reported typed; an operation
+//! timeout of `Duration::MAX` means "no timeout".
 
 use std::time::Duration;
 
@@ -22,11 +23,20 @@ const ASSIGN: &str = "persistent://pulsar/system/transaction_coordinator_assign"
 /// A client with transactions on, over `pulsar://svc:6650`, with the
 /// broker's end of its first connection.
 async fn client(net: &FakeNetwork, svc: &mut FakeListener) -> (Client, FakeBroker) {
+    client_timing_out_after(net, svc, Duration::from_secs(10)).await
+}
+
+/// As [`client`], with an operation timeout of `timeout`.
+async fn client_timing_out_after(
+    net: &FakeNetwork,
+    svc: &mut FakeListener,
+    timeout: Duration,
+) -> (Client, FakeBroker) {
     init_tracing();
     let build = Client::builder()
         .service_url(format!("pulsar://{SERVICE}"))
         .connector(net.clone())
-        .operation_timeout(Duration::from_secs(10))
+        .operation_timeout(timeout)
         .enable_transaction(true)
         .build();
     let accept = async {
@@ -202,4 +212,33 @@ async fn a_commit_the_coordinator_answers_after_it_timed_the_transaction_out_is_
         txn.state(),
         pulsar_wire::transaction::TransactionState::TimedOut
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_timeout_of_duration_max_begins_and_commits() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client_timing_out_after(&net, &mut svc, Duration::MAX).await;
+    let begin = tokio::spawn({
+        let client = client.clone();
+        async move { client.transaction().begin().await }
+    });
+    guard("begin and commit", async {
+        let metadata = broker.expect(Type::PartitionedMetadata).await;
+        broker
+            .send(answer::partitions(request_id(&metadata), 1))
+            .await;
+        let new_txn = attach_coordinator(&mut broker).await;
+        broker
+            .send(answer::new_txn(request_id(&new_txn), 0, 9))
+            .await;
+        let txn = begin.await.expect("task").expect("begin");
+
+        let commit = tokio::spawn(async move { txn.commit().await });
+        let end = broker.expect(Type::EndTxn).await;
+        let request = end.command.end_txn.as_ref().expect("body").request_id;
+        broker.send(answer::end_txn(request)).await;
+        commit.await.expect("task").expect("committed");
+    })
+    .await;
 }

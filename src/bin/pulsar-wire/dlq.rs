@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pulsar_wire::Client;
-use pulsar_wire::consumer::{DEFAULT_REDRIVE_SUBSCRIPTION, Redriven};
+use pulsar_wire::consumer::{DEFAULT_REDRIVE_SUBSCRIPTION, Redriven, SkipReason, Skipped};
 
 use crate::BoxError;
 
@@ -14,8 +14,10 @@ pub(crate) enum DlqCommand {
     /// Publish dead-lettered messages again, to their REAL_TOPIC or --to,
     /// with their key, properties (the dead-letter ones stripped) and event
     /// time; each dead-letter copy is acked once its publish is confirmed.
-    /// Prints one JSON line per message moved (or, with --dry-run, that
-    /// would move).
+    /// A REAL_TOPIC is a target only if the dead-letter topic is named for
+    /// it (<topic>-<subscription>-DLQ) or it is given with --allow-target;
+    /// other messages stay, each reported on stderr. Prints one JSON line
+    /// per message moved (or, with --dry-run, that would move).
     Redrive(RedriveArgs),
 }
 
@@ -29,6 +31,11 @@ pub(crate) struct RedriveArgs {
     /// Publish every message here instead of its REAL_TOPIC.
     #[arg(long, value_name = "TOPIC")]
     to: Option<String>,
+
+    /// Also move messages whose REAL_TOPIC is this topic (or one of its
+    /// partitions) back there (repeatable).
+    #[arg(long = "allow-target", value_name = "TOPIC")]
+    allowed: Vec<String>,
 
     /// The subscription that reads the dead-letter topic (the one that
     /// retains its messages, e.g. the policy's initial subscription).
@@ -62,26 +69,46 @@ pub(crate) async fn run(client: &Client, command: DlqCommand) -> Result<(), BoxE
     if let Some(to) = args.to {
         redrive = redrive.to(to);
     }
+    for topic in args.allowed {
+        redrive = redrive.allow_target(topic);
+    }
     if let Some(limit) = args.limit {
         redrive = redrive.limit(limit);
     }
     for (key, value) in args.filters {
         redrive = redrive.filter_property(key, value);
     }
-    let moved = if args.dry_run {
+    let report = if args.dry_run {
         redrive.dry_run().await?
     } else {
         redrive.run().await?
     };
-    for entry in &moved {
+    for entry in &report.moved {
         crate::print_json(&line(entry, args.dry_run))?;
     }
+    for skipped in &report.skipped {
+        eprintln!("{}", skipped_line(skipped));
+    }
     eprintln!(
-        "{} {} message(s)",
+        "{} {} message(s), left {}",
         if args.dry_run { "would move" } else { "moved" },
-        moved.len()
+        report.moved.len(),
+        report.skipped.len()
     );
     Ok(())
+}
+
+/// Why a message stays in the dead-letter topic, for stderr.
+fn skipped_line(skipped: &Skipped) -> String {
+    match &skipped.reason {
+        SkipReason::ForeignTarget { real_topic } => format!(
+            "left {}: its REAL_TOPIC {real_topic} is not a topic this dead-letter topic is for \
+             (--to or --allow-target to move it)",
+            skipped.id
+        ),
+        SkipReason::NoTarget => format!("left {}: no REAL_TOPIC (--to to move it)", skipped.id),
+        _ => format!("left {}", skipped.id),
+    }
 }
 
 fn line(entry: &Redriven, dry_run: bool) -> serde_json::Value {

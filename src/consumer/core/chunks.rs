@@ -340,7 +340,7 @@ impl ChunkAssembler {
         };
         while let Some(uuid) = self.order.front().cloned() {
             match self.pending.get(&uuid) {
-                Some(p) if p.started + expiry > now => return,
+                Some(p) if crate::clock::after(p.started, expiry) > now => return,
                 Some(_) => {
                     if let Some(expired) = self.remove(&uuid) {
                         self.released.push(Released::Ack(expired.ids));
@@ -358,7 +358,7 @@ impl ChunkAssembler {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let expiry = self.limits.expiry?;
         let oldest = self.pending.get(self.order.front()?)?;
-        Some(oldest.started + expiry)
+        Some(crate::clock::after(oldest.started, expiry))
     }
 
     /// What the driver must ack or hold, oldest first.

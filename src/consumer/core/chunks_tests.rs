@@ -198,6 +198,21 @@ fn an_incomplete_message_expires_and_its_chunks_are_acked() {
 }
 
 #[test]
+fn an_expiry_of_duration_max_never_comes_and_never_overflows() {
+    let t0 = crate::clock::now();
+    let mut a = ChunkAssembler::new(ChunkLimits {
+        expiry: Some(Duration::MAX),
+        ..ChunkLimits::default()
+    });
+    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
+    let century = secs(99 * 365 * 24 * 3600);
+    assert!(a.next_deadline().is_some_and(|at| at > t0 + century));
+    a.on_tick(t0 + secs(3600));
+    assert!(a.take_released().is_empty());
+    assert_eq!(a.pending(), 1);
+}
+
+#[test]
 fn a_rewind_starts_the_assembly_over_without_acking() {
     let t0 = crate::clock::now();
     let mut a = assembler();

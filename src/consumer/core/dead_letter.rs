@@ -249,19 +249,51 @@ fn collect<K: Into<String>, V: Into<String>>(
         .collect()
 }
 
-/// The properties of the dead-letter copy of a message: its own, plus
-/// [`REAL_TOPIC`] = `real_topic` and [`ORIGIN_MESSAGE_ID`] = `origin`.
-///
-/// Both are kept if the message already has them (it came through the
-/// retry topic, whose copies name the first topic and id), as Java does.
+/// Where the consumer that makes a copy read the message from: decides
+/// whose [`REAL_TOPIC`] and [`ORIGIN_MESSAGE_ID`] the copy carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadFrom {
+    /// A topic it subscribed to: the copy names that topic and the
+    /// message's id there, replacing any value the producer wrote (a
+    /// producer must not choose where a redrive publishes).
+    Topic,
+    /// Its own retry-letter topic, whose copies this subscription's
+    /// consumers made: the values there name the first topic and id, and
+    /// are kept (set only if missing).
+    RetryTopic,
+}
+
+/// Sets [`REAL_TOPIC`] and [`ORIGIN_MESSAGE_ID`] as `read_from` says.
+fn set_origin(
+    properties: &mut Vec<(String, String)>,
+    read_from: ReadFrom,
+    real_topic: &str,
+    origin: MessageId,
+) {
+    match read_from {
+        ReadFrom::Topic => {
+            set(properties, REAL_TOPIC, real_topic.to_owned());
+            set(properties, ORIGIN_MESSAGE_ID, origin.to_string());
+        }
+        ReadFrom::RetryTopic => {
+            set_if_absent(properties, REAL_TOPIC, || real_topic.to_owned());
+            set_if_absent(properties, ORIGIN_MESSAGE_ID, || origin.to_string());
+        }
+    }
+}
+
+/// The properties of the dead-letter copy of a message read from
+/// `real_topic` (as `read_from` says): its own, plus [`REAL_TOPIC`] =
+/// `real_topic` and [`ORIGIN_MESSAGE_ID`] = `origin`; a retry letter
+/// keeps those of its first hop.
 pub(crate) fn dead_letter_properties<K: Into<String>, V: Into<String>>(
     original: impl IntoIterator<Item = (K, V)>,
+    read_from: ReadFrom,
     real_topic: &str,
     origin: MessageId,
 ) -> Vec<(String, String)> {
     let mut properties = collect(original);
-    set_if_absent(&mut properties, REAL_TOPIC, || real_topic.to_owned());
-    set_if_absent(&mut properties, ORIGIN_MESSAGE_ID, || origin.to_string());
+    set_origin(&mut properties, read_from, real_topic, origin);
     properties
 }
 
@@ -284,9 +316,11 @@ pub(crate) enum Reconsume {
     },
 }
 
-/// Decides where `reconsume_later(msg, delay)` sends a message and builds
-/// its properties: the original ones, then `custom` (they travel along),
-/// [`REAL_TOPIC`] and [`ORIGIN_MESSAGE_ID`] (kept from an earlier hop),
+/// Decides where `reconsume_later(msg, delay)` sends a message read from
+/// `real_topic` (as `read_from` says) and builds its properties: the
+/// original ones, then `custom` (they travel along), [`REAL_TOPIC`] and
+/// [`ORIGIN_MESSAGE_ID`] (as [`dead_letter_properties`] sets them: kept
+/// from an earlier hop through the retry topic, never from the producer),
 /// [`RECONSUMETIMES`] = previous + 1 (1 the first time) and, for a retry,
 /// [`DELAY_TIME`] in milliseconds. The original is acked once the copy's
 /// publish is confirmed, as for a dead-letter forward.
@@ -294,6 +328,7 @@ pub(crate) fn reconsume_later<K1, V1, K2, V2>(
     policy: &DeadLetterPolicy,
     original: impl IntoIterator<Item = (K1, V1)>,
     custom: impl IntoIterator<Item = (K2, V2)>,
+    read_from: ReadFrom,
     real_topic: &str,
     origin: MessageId,
     delay: Duration,
@@ -314,8 +349,7 @@ where
         .and_then(|(_, v)| v.trim().parse::<u32>().ok())
         .unwrap_or(0)
         .saturating_add(1);
-    set_if_absent(&mut properties, REAL_TOPIC, || real_topic.to_owned());
-    set_if_absent(&mut properties, ORIGIN_MESSAGE_ID, || origin.to_string());
+    set_origin(&mut properties, read_from, real_topic, origin);
     set(&mut properties, RECONSUMETIMES, times.to_string());
     if times > policy.max_redeliver_count {
         properties.retain(|(k, _)| k != DELAY_TIME);
@@ -376,11 +410,69 @@ mod tests {
     #[test]
     fn dead_letter_copy_keeps_properties_and_an_earlier_origin() {
         let origin = MessageId::new(5, 6).with_partition(2);
-        let props = dead_letter_properties(vec![("x".to_owned(), "y".to_owned())], "t", origin);
+        let props = dead_letter_properties(
+            vec![("x".to_owned(), "y".to_owned())],
+            ReadFrom::Topic,
+            "t",
+            origin,
+        );
         assert_eq!(get(&props, "x"), Some("y"));
         assert_eq!(get(&props, ORIGIN_MESSAGE_ID), Some("5:6:2"));
-        let hop = dead_letter_properties(props.clone(), "t-s-RETRY", MessageId::new(9, 9));
+        let hop = dead_letter_properties(
+            props.clone(),
+            ReadFrom::RetryTopic,
+            "t-s-RETRY",
+            MessageId::new(9, 9),
+        );
         assert_eq!(hop, props, "first topic and id survive the retry hop");
+    }
+
+    #[test]
+    fn a_forward_from_the_topic_replaces_a_real_topic_the_producer_set() {
+        let preset = [
+            (REAL_TOPIC, "persistent://ops/secure/commands"),
+            (ORIGIN_MESSAGE_ID, "1:1:-1"),
+            ("k", "v"),
+        ];
+        let origin = MessageId::new(5, 6);
+        let props = dead_letter_properties(
+            preset,
+            ReadFrom::Topic,
+            "persistent://public/default/a",
+            origin,
+        );
+        assert_eq!(
+            get(&props, REAL_TOPIC),
+            Some("persistent://public/default/a")
+        );
+        assert_eq!(get(&props, ORIGIN_MESSAGE_ID), Some("5:6:-1"));
+        assert_eq!(get(&props, "k"), Some("v"));
+    }
+
+    #[test]
+    fn a_first_retry_replaces_a_real_topic_the_producer_set() {
+        let policy = DeadLetterPolicy::after_redeliveries(3);
+        let preset = [
+            (REAL_TOPIC, "persistent://ops/secure/commands"),
+            (RECONSUMETIMES, "1"),
+        ];
+        let r = reconsume_later(
+            &policy,
+            preset,
+            None::<(String, String)>,
+            ReadFrom::Topic,
+            "persistent://public/default/a",
+            MessageId::new(5, 6),
+            Duration::ZERO,
+        );
+        let Reconsume::Retry { properties, .. } = r else {
+            panic!("expected a retry: {r:?}");
+        };
+        assert_eq!(
+            get(&properties, REAL_TOPIC),
+            Some("persistent://public/default/a")
+        );
+        assert_eq!(get(&properties, ORIGIN_MESSAGE_ID), Some("5:6:-1"));
     }
 
     #[test]
@@ -391,6 +483,7 @@ mod tests {
             &policy,
             original,
             [("k", "new")],
+            ReadFrom::Topic,
             "t",
             MessageId::new(1, 2),
             Duration::from_millis(1500),
@@ -413,6 +506,7 @@ mod tests {
             &policy,
             [(RECONSUMETIMES, "3")],
             [("a", "b")],
+            ReadFrom::Topic,
             "t",
             MessageId::new(1, 2),
             Duration::ZERO,
@@ -428,7 +522,12 @@ mod tests {
     #[test]
     fn a_copy_carries_the_original_properties_its_topic_and_its_id() {
         let origin = MessageId::new(1, 0).with_batch_index(0);
-        let props = dead_letter_properties([("k", "v")], "persistent://public/default/t", origin);
+        let props = dead_letter_properties(
+            [("k", "v")],
+            ReadFrom::Topic,
+            "persistent://public/default/t",
+            origin,
+        );
         assert_eq!(
             props,
             [
@@ -449,6 +548,7 @@ mod tests {
             &policy,
             [("a", "1")],
             [("b", "2")],
+            ReadFrom::Topic,
             "t",
             MessageId::new(3, 4),
             Duration::from_secs(3),
@@ -463,6 +563,7 @@ mod tests {
             &policy,
             properties.clone(),
             None::<(String, String)>,
+            ReadFrom::RetryTopic,
             "t-RETRY",
             MessageId::new(9, 0),
             Duration::from_secs(3),
@@ -474,11 +575,16 @@ mod tests {
             &policy,
             properties,
             None::<(String, String)>,
+            ReadFrom::RetryTopic,
             "t-RETRY",
             MessageId::new(9, 1),
             Duration::from_secs(3),
         );
-        assert!(matches!(last, Reconsume::DeadLetter { .. }));
+        let Reconsume::DeadLetter { properties } = last else {
+            panic!("dead-lettered: {last:?}")
+        };
+        assert_eq!(get(&properties, REAL_TOPIC), Some("t"), "the first hop's");
+        assert_eq!(get(&properties, ORIGIN_MESSAGE_ID), Some("3:4:-1"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::client::TopicName;
-use crate::consumer::core::dead_letter::DeadLetterPolicy;
+use crate::consumer::core::dead_letter::{DeadLetterPolicy, ReadFrom};
 use crate::consumer::message::Message;
 use crate::producer::ProducerMessage;
 
@@ -64,15 +64,29 @@ impl LetterTopics {
     /// partitioned topic's, as in Java; a retry letter's is the first
     /// topic's).
     pub(crate) fn dead_letter_topic(&self, topic: &str) -> String {
-        let base = TopicName::parse(topic)
-            .map_or_else(|_| topic.to_owned(), |t| t.base().as_str().to_owned());
-        let origin = if self.retry_topic.as_deref() == Some(base.as_str()) {
-            &self.first_topic
-        } else {
-            &base
+        let base = base_of(topic);
+        let origin = match self.read_from(&base) {
+            ReadFrom::RetryTopic => &self.first_topic,
+            ReadFrom::Topic => &base,
         };
         self.policy.dead_letter_topic(origin, &self.subscription)
     }
+
+    /// Whether a message from `topic` (a partition, or a partitioned
+    /// topic) comes from one of the consumer's topics or from its own
+    /// retry-letter topic.
+    pub(crate) fn read_from(&self, topic: &str) -> ReadFrom {
+        match &self.retry_topic {
+            Some(retry) if *retry == base_of(topic) => ReadFrom::RetryTopic,
+            _ => ReadFrom::Topic,
+        }
+    }
+}
+
+/// The partitioned topic's full name of `topic` (a partition, or any
+/// topic name); `topic` itself if it does not parse.
+fn base_of(topic: &str) -> String {
+    TopicName::parse(topic).map_or_else(|_| topic.to_owned(), |t| t.base().as_str().to_owned())
 }
 
 /// How long a failed forward waits before its original is redelivered:
@@ -156,7 +170,8 @@ mod tests {
     #[test]
     fn the_copy_keeps_payload_key_ordering_key_event_time_and_properties() {
         let m = message();
-        let props = dead_letter::dead_letter_properties(sorted(&m), m.topic(), m.id());
+        let props =
+            dead_letter::dead_letter_properties(sorted(&m), ReadFrom::Topic, m.topic(), m.id());
         let copy = copy_of(&m, props);
         assert_eq!(copy.payload(), &Bytes::from_static(b"body"));
         let meta = copy.entry_metadata("dlq-producer", 0, 1000);
@@ -202,6 +217,20 @@ mod tests {
         assert_eq!(
             retry.dead_letter_topic("persistent://public/default/t-s-RETRY"),
             "persistent://public/default/t-s-DLQ"
+        );
+        let read_from = |topic| retry.read_from(topic);
+        assert_eq!(
+            read_from("persistent://public/default/t-s-RETRY-partition-1"),
+            ReadFrom::RetryTopic
+        );
+        assert_eq!(
+            read_from("persistent://public/default/t-partition-0"),
+            ReadFrom::Topic
+        );
+        assert_eq!(
+            plain.read_from("persistent://public/default/t-s-RETRY"),
+            ReadFrom::Topic,
+            "no retry topic of its own"
         );
         let named = DeadLetterPolicy {
             dead_letter_topic: Some("persistent://public/default/mine".into()),

@@ -123,8 +123,12 @@ impl Letters {
     /// [`failure_backoff`], so the redelivery it leads to does not come
     /// back at once.
     pub(crate) async fn forward(&self, message: &Message) -> Result<MessageId, ConsumerError> {
-        let mut properties =
-            dead_letter::dead_letter_properties(sorted(message), message.topic(), message.id());
+        let mut properties = dead_letter::dead_letter_properties(
+            sorted(message),
+            self.topics.read_from(message.topic()),
+            message.topic(),
+            message.id(),
+        );
         // On arrival at the limit, the deliveries before it reached the
         // application; Java style hands the message at the limit out once more.
         let java_style = self.topics.policy().cutoff == dead_letter::DeadLetterCutoff::JavaStyle;
@@ -170,6 +174,7 @@ impl Letters {
             self.topics.policy(),
             sorted(message),
             custom,
+            self.topics.read_from(message.topic()),
             message.topic(),
             message.id(),
             delay,

@@ -201,7 +201,7 @@ impl Driver {
     /// flight, so their replies get the broker's answer before a close.
     pub(super) async fn settle_acks(&mut self) {
         let after = self.settings.client.operation_timeout();
-        let deadline = tokio::time::Instant::from_std(clock::now() + after);
+        let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
         while self.subs.iter().any(|s| !s.acks.in_flight.is_empty()) {
             match tokio::time::timeout_at(deadline, self.acks_landed.recv()).await {
                 Ok(Some(landed)) => self.ack_landed(*landed),

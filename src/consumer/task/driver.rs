@@ -146,15 +146,18 @@ impl Driver {
     /// holds the driver twice, as its argument and as the body's local.)
     #[allow(clippy::manual_async_fn)] // see above: the block is the point
     pub(crate) fn run(
-        mut self,
+        self,
         mut commands: mpsc::UnboundedReceiver<Box<Command>>,
         ended: Arc<std::sync::atomic::AtomicBool>,
     ) -> impl Future<Output = ()> + Send {
+        // Ended any other way than by its loop, the broker is told.
+        let mut driver = close_on_drop::CloseSubscriptionsOnDrop::new(self);
         async move {
             // Handles waiting on the shelf are woken however the task ends.
-            let _close = shelf::CloseOnDrop(self.shelf.clone());
-            self.serve_until_stopped(&mut commands).await;
-            self.shelf.lock().held.release_all();
+            let _close = shelf::CloseOnDrop(driver.shelf.clone());
+            driver.serve_until_stopped(&mut commands).await;
+            driver.disarm();
+            driver.shelf.lock().held.release_all();
             ended.store(true, std::sync::atomic::Ordering::Release);
         }
     }

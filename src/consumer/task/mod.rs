@@ -10,6 +10,7 @@ mod acks;
 mod attach;
 mod batch;
 mod chunked;
+mod close_on_drop;
 mod command;
 mod deliver;
 mod discover;

@@ -1,22 +1,23 @@
 //! Dead-letter redrive: publish dead-lettered messages again, to the topic
-//! they came from (their `REAL_TOPIC`) or to a given one, and ack each
-//! dead-letter copy only once its new copy is confirmed.
+//! they came from (their `REAL_TOPIC`, when the dead-letter topic is that
+//! topic's) or to a given one, and ack each dead-letter copy only once its
+//! new copy is confirmed.
 
-use std::collections::HashMap;
+mod mover;
+mod targets;
+
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use tracing::debug;
 
-use super::core::dead_letter::{REAL_TOPIC, without_letter_properties};
+use self::mover::Mover;
+use self::targets::Targets;
+use super::core::dead_letter::without_letter_properties;
 use super::error::ConsumerError;
-use super::letters::copy::copy_of;
-use super::message::Message;
 use super::{Consumer, InitialPosition, SubscriptionType};
-use crate::client::Client;
+use crate::client::{Client, InvalidTopicName};
 use crate::message_id::MessageId;
-use crate::producer::{Producer, ProducerError};
+use crate::producer::ProducerError;
 
 /// The subscription a redrive reads the dead-letter topic with, unless
 /// told otherwise.
@@ -26,13 +27,15 @@ pub const DEFAULT_REDRIVE_SUBSCRIPTION: &str = "pulsar-wire-redrive";
 /// more are there, unless told otherwise.
 pub const DEFAULT_REDRIVE_IDLE: Duration = Duration::from_secs(2);
 
-/// Republishes in flight at once.
-const WINDOW: usize = 64;
-
 /// Why a redrive stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedriveError {
+    /// The dead-letter topic, or a topic given to
+    /// [`allow_target`](Redrive::allow_target), is not a topic name;
+    /// nothing was read.
+    #[error(transparent)]
+    InvalidTopic(#[from] InvalidTopicName),
     /// Reading or acking the dead-letter topic failed.
     #[error("reading the dead-letter topic {topic}: {source}")]
     Read {
@@ -58,15 +61,27 @@ pub enum RedriveError {
     },
 }
 
+/// What a redrive did (or, in a dry run, would do) with the messages of
+/// the dead-letter topic that match its filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedriveReport {
+    /// The messages moved, in the order confirmed (in a dry run: those
+    /// that would move, in the order read).
+    pub moved: Vec<Redriven>,
+    /// The messages left in the dead-letter topic, unacked, in the order
+    /// read, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
 /// One dead-letter message a redrive moved, or would move (a dry run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Redriven {
     /// Its id in the dead-letter topic.
     pub id: MessageId,
-    /// Where it goes: [`Redrive::to`], else its `REAL_TOPIC`; `None` when
-    /// neither is known (it stays in the dead-letter topic).
-    pub target: Option<String>,
+    /// Where it goes: [`Redrive::to`], else its `REAL_TOPIC`.
+    pub target: String,
     /// Its id in `target` once published (`None` in a dry run).
     pub published: Option<MessageId>,
     /// Its key.
@@ -75,6 +90,33 @@ pub struct Redriven {
     /// dead-letter and retry properties
     /// ([`LETTER_PROPERTIES`](super::dead_letter::LETTER_PROPERTIES)).
     pub properties: Vec<(String, String)>,
+}
+
+/// A dead-letter message a redrive left where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Skipped {
+    /// Its id in the dead-letter topic.
+    pub id: MessageId,
+    /// Why it was not moved.
+    pub reason: SkipReason,
+}
+
+/// Why a redrive left a message in the dead-letter topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// It has no `REAL_TOPIC` and the redrive has no [`to`](Redrive::to).
+    NoTarget,
+    /// Its `REAL_TOPIC` names a topic the dead-letter topic is not for (nor
+    /// one [allowed](Redrive::allow_target)), or is not a topic name. A
+    /// producer may have written it, or another client copied it over
+    /// from the message; publishing there could write where that producer
+    /// may not.
+    ForeignTarget {
+        /// The `REAL_TOPIC` it carries.
+        real_topic: String,
+    },
 }
 
 /// Moves dead-lettered messages back to be processed again. Made by
@@ -90,20 +132,35 @@ pub struct Redriven {
 /// dead-letter and retry properties stripped, so it starts over), and its
 /// dead-letter copy is acked only once that publish is confirmed: a
 /// failure leaves it in the dead-letter topic, so nothing is lost (a crash
-/// between the two may publish it twice). Messages that do not match, or
-/// have no target, are not acked and stay.
+/// between the two may publish it twice). Messages that do not match are
+/// not acked and stay.
+///
+/// # Targets
+/// The target is [`to`](Self::to) if set. Otherwise it is the message's
+/// `REAL_TOPIC`, but only when that names the topic the dead-letter topic
+/// is for: the dead-letter topic's name is `<topic>-<subscription>-DLQ`
+/// (the default name) for `REAL_TOPIC`'s partitioned topic and the copy's
+/// `DLQ_SUBSCRIPTION` (any subscription, for a copy without one), or
+/// `REAL_TOPIC` is a topic (or a partition of one) given to
+/// [`allow_target`](Self::allow_target). Any other message stays, unacked,
+/// and is listed in [`RedriveReport::skipped`]: a redrive, often run with
+/// broad permissions, never publishes to a topic a producer named.
+/// This client sets `REAL_TOPIC` on every copy it makes to the topic the
+/// message was consumed from; a dead-letter topic with a name of its own
+/// (the policy's `dead_letter_topic`), or one that a consumer of several
+/// topics with retry shares, needs `to` or `allow_target`.
 ///
 /// # Examples
 /// ```no_run
 /// # async fn demo(client: pulsar_wire::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// let moved = client
+/// let report = client
 ///     .redrive("persistent://public/default/orders-billing-DLQ")
 ///     .subscription("dlq-audit")
 ///     .filter_property("tenant", "acme")
 ///     .limit(100)
 ///     .run()
 ///     .await?;
-/// println!("moved {}", moved.len());
+/// println!("moved {}, left {}", report.moved.len(), report.skipped.len());
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -112,6 +169,7 @@ pub struct Redrive {
     client: Client,
     from: String,
     to: Option<String>,
+    allowed: Vec<String>,
     subscription: String,
     filters: Vec<(String, String)>,
     limit: Option<usize>,
@@ -125,6 +183,7 @@ impl Client {
             client: self.clone(),
             from: dlq.into(),
             to: None,
+            allowed: Vec::new(),
             subscription: DEFAULT_REDRIVE_SUBSCRIPTION.to_owned(),
             filters: Vec::new(),
             limit: None,
@@ -137,6 +196,14 @@ impl Redrive {
     /// Publishes every message to `topic` instead of its `REAL_TOPIC`.
     pub fn to(mut self, topic: impl Into<String>) -> Self {
         self.to = Some(topic.into());
+        self
+    }
+
+    /// Also moves a message whose `REAL_TOPIC` names `topic` or one of its
+    /// partitions back there, though the dead-letter topic's name does not
+    /// say it is `topic`'s (see [Targets](Self#targets)); repeatable.
+    pub fn allow_target(mut self, topic: impl Into<String>) -> Self {
+        self.allowed.push(topic.into());
         self
     }
 
@@ -167,22 +234,25 @@ impl Redrive {
         self
     }
 
-    /// Lists what [`run`](Self::run) would move, publishing and acking
-    /// nothing (the messages read return to the subscription).
+    /// Lists what [`run`](Self::run) would move and leave, publishing and
+    /// acking nothing (the messages read return to the subscription).
     ///
     /// # Errors
+    /// [`RedriveError::InvalidTopic`] for a topic name that is not one;
     /// [`RedriveError::Read`] if the dead-letter topic cannot be read.
-    pub async fn dry_run(self) -> Result<Vec<Redriven>, RedriveError> {
+    pub async fn dry_run(self) -> Result<RedriveReport, RedriveError> {
         self.go(false).await
     }
 
-    /// Moves the messages; returns what was moved, in the order confirmed.
+    /// Moves the messages; returns what was moved, in the order confirmed,
+    /// and what was left.
     ///
     /// # Errors
+    /// [`RedriveError::InvalidTopic`] for a topic name that is not one;
     /// [`RedriveError::Read`] if the dead-letter topic cannot be read;
     /// [`RedriveError::Publish`] at the first publish that fails (the
     /// publishes in flight are waited for and acked first).
-    pub async fn run(self) -> Result<Vec<Redriven>, RedriveError> {
+    pub async fn run(self) -> Result<RedriveReport, RedriveError> {
         self.go(true).await
     }
 
@@ -193,7 +263,8 @@ impl Redrive {
         }
     }
 
-    async fn go(self, publish: bool) -> Result<Vec<Redriven>, RedriveError> {
+    async fn go(self, publish: bool) -> Result<RedriveReport, RedriveError> {
+        let targets = Targets::new(&self.from, &self.allowed)?;
         let mut consumer = self
             .client
             .consumer(self.from.clone(), self.subscription.clone())
@@ -202,27 +273,32 @@ impl Redrive {
             .subscribe()
             .await
             .map_err(self.read_error())?;
-        let mut mover = Mover {
-            producers: HashMap::new(),
-            in_flight: FuturesUnordered::new(),
-            moved: Vec::new(),
-        };
-        let read = self.read(&mut consumer, publish, &mut mover).await;
+        let mut mover = Mover::new();
+        let mut skipped = Vec::new();
+        let read = self
+            .read(&mut consumer, &targets, publish, &mut mover, &mut skipped)
+            .await;
         let finished = mover.finish(&consumer).await;
         for producer in mover.producers.values() {
             let _ = producer.close().await;
         }
         let _ = consumer.close().await;
         read.and(finished)?;
-        Ok(mover.moved)
+        Ok(RedriveReport {
+            moved: mover.moved,
+            skipped,
+        })
     }
 
-    /// Reads and hands each matching message to `mover` (or lists it).
+    /// Reads and hands each matching message to `mover` (or lists it), or
+    /// adds it to `skipped`.
     async fn read(
         &self,
         consumer: &mut Consumer,
+        targets: &Targets,
         publish: bool,
         mover: &mut Mover,
+        skipped: &mut Vec<Skipped>,
     ) -> Result<(), RedriveError> {
         let mut taken = 0;
         while self.limit.is_none_or(|limit| taken < limit) {
@@ -244,10 +320,21 @@ impl Redrive {
             if !matches {
                 continue;
             }
-            let target = self
-                .to
-                .clone()
-                .or_else(|| msg.properties().get(REAL_TOPIC).cloned());
+            let target = match &self.to {
+                Some(to) => Ok(to.clone()),
+                None => targets.of(&msg),
+            };
+            let target = match target {
+                Ok(target) => target,
+                Err(reason) => {
+                    debug!(id = %msg.id(), ?reason, "left in the dead-letter topic");
+                    skipped.push(Skipped {
+                        id: msg.id(),
+                        reason,
+                    });
+                    continue;
+                }
+            };
             let entry = Redriven {
                 id: msg.id(),
                 target,
@@ -255,10 +342,6 @@ impl Redrive {
                 key: msg.key().map(str::to_owned),
                 properties: without_letter_properties(msg.properties()),
             };
-            if entry.target.is_none() {
-                debug!(id = %msg.id(), "no REAL_TOPIC and no target: left in the dead-letter topic");
-                continue;
-            }
             taken += 1;
             if publish {
                 mover.publish(&self.client, consumer, msg, entry).await?;
@@ -267,101 +350,5 @@ impl Redrive {
             }
         }
         Ok(())
-    }
-}
-
-type Confirmed = (Message, Redriven, Result<MessageId, ProducerError>);
-
-/// Publishes in flight, and what was moved.
-struct Mover {
-    producers: HashMap<String, Producer>,
-    in_flight: FuturesUnordered<futures::future::BoxFuture<'static, Confirmed>>,
-    moved: Vec<Redriven>,
-}
-
-impl Mover {
-    /// Publishes `msg` again as `entry` says, keeping at most [`WINDOW`]
-    /// publishes in flight.
-    async fn publish(
-        &mut self,
-        client: &Client,
-        consumer: &Consumer,
-        msg: Message,
-        entry: Redriven,
-    ) -> Result<(), RedriveError> {
-        let topic = entry.target.clone().unwrap_or_default();
-        let failed = |moved, source| RedriveError::Publish {
-            id: entry.id,
-            topic: topic.clone(),
-            moved,
-            source: Box::new(source),
-        };
-        let producer = match self.producers.get(&topic) {
-            Some(producer) => producer.clone(),
-            None => {
-                let created = client
-                    .producer(topic.clone())
-                    .batching(false)
-                    .create()
-                    .await
-                    .map_err(|e| failed(self.moved.len(), e))?;
-                self.producers.insert(topic.clone(), created.clone());
-                created
-            }
-        };
-        let copy = copy_of(&msg, entry.properties.clone());
-        let receipt = producer
-            .send(copy)
-            .await
-            .map_err(|e| failed(self.moved.len(), e))?;
-        self.in_flight
-            .push(Box::pin(async move { (msg, entry, receipt.await) }));
-        while self.in_flight.len() >= WINDOW {
-            self.confirm_next(consumer).await?;
-        }
-        Ok(())
-    }
-
-    /// Acks the dead-letter copy of the next confirmed publish.
-    async fn confirm_next(&mut self, consumer: &Consumer) -> Result<bool, RedriveError> {
-        let Some((msg, mut entry, result)) = self.in_flight.next().await else {
-            return Ok(false);
-        };
-        match result {
-            Ok(id) => {
-                entry.published = Some(id);
-                consumer
-                    .ack(&msg)
-                    .await
-                    .map_err(|source| RedriveError::Read {
-                        topic: msg.topic().to_owned(),
-                        source: Box::new(source),
-                    })?;
-                self.moved.push(entry);
-                Ok(true)
-            }
-            Err(source) => Err(RedriveError::Publish {
-                id: entry.id,
-                topic: entry.target.unwrap_or_default(),
-                moved: self.moved.len(),
-                source: Box::new(source),
-            }),
-        }
-    }
-
-    /// Waits for every publish in flight, acking each confirmed one; the
-    /// first failure is returned once all are settled.
-    async fn finish(&mut self, consumer: &Consumer) -> Result<(), RedriveError> {
-        let mut first_error = None;
-        loop {
-            match self.confirm_next(consumer).await {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
     }
 }
