@@ -278,9 +278,11 @@ impl ConsumerBuilder {
 
     /// With receipts, an ack returns Ok only once the broker confirmed (its
     /// ACK_RESPONSE) the ACK that covers the message, and reports its error;
-    /// without (the default) it is fire-and-forget. A batch member's ack
-    /// covers it once its whole batch is acked (or at once with batch index
-    /// ack), so do not wait for one member's ack before acking the others.
+    /// without (the default) it is fire-and-forget. A batch member is acked
+    /// on the broker with its entry: the ack of a member whose batch is not
+    /// complete yet returns Ok once recorded (it never waits on acks not
+    /// made yet), and the one that completes the batch once the entry's ACK
+    /// is confirmed; with batch index ack each member is confirmed alone.
     pub fn ack_receipts(mut self, enabled: bool) -> Self {
         self.ack_receipts = enabled;
         self

@@ -5,8 +5,11 @@
 //! ACK_RESPONSE for the ACK that covers it:
 //! - an ack the core queued is answered by the ACK frames of the next pass
 //!   over the core's actions (all of them confirmed, or the first error);
-//! - a batch member whose ack waits for its siblings is answered by the ACK
-//!   that covers its entry;
+//! - a batch member whose siblings are not all acked yet is answered once
+//!   recorded (its entry's ACK goes with the last member's ack, which that
+//!   ACK answers; with batch index ack each member has an ACK of its own),
+//!   as the Java client does: an ack never waits on acks the application
+//!   has not made;
 //! - while the sub subscribes again nothing is sent: the acks wait in the
 //!   core and their replies here, and go out under the new consumer id;
 //! - an ACK request lost with its connection or consumer is sent again
@@ -51,9 +54,6 @@ pub(super) type Landed = (usize, u64, Result<(), ConnectionError>);
 pub(super) struct AckWaiters {
     /// Replies of acks the core queued: answered by the next pass's ACKs.
     pub(super) next: Vec<Reply<()>>,
-    /// Replies of batch-member acks, by entry: answered by the ACK that
-    /// covers the entry.
-    pub(super) by_entry: HashMap<MessageId, Vec<Reply<()>>>,
     /// Flights sent and not answered, by token.
     pub(super) in_flight: HashMap<u64, Flight>,
     /// Flights to send once subscribed again.
@@ -61,32 +61,6 @@ pub(super) struct AckWaiters {
 }
 
 impl AckWaiters {
-    /// The replies of member acks whose entries an ACK of `ids` covers
-    /// (`cumulative`: everything up to its single id).
-    pub(super) fn covered(&mut self, ids: &[MessageId], cumulative: bool) -> Vec<Reply<()>> {
-        if self.by_entry.is_empty() {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        if cumulative {
-            let upto = ids.iter().max().copied();
-            let covered: Vec<MessageId> = self
-                .by_entry
-                .keys()
-                .filter(|entry| upto.is_some_and(|upto| **entry <= upto))
-                .copied()
-                .collect();
-            for entry in covered {
-                out.extend(self.by_entry.remove(&entry).unwrap_or_default());
-            }
-        } else {
-            for id in ids {
-                out.extend(self.by_entry.remove(id).unwrap_or_default());
-            }
-        }
-        out
-    }
-
     /// The connection or consumer is gone: flights in flight go out again
     /// after the next subscribe (their late outcomes are ignored).
     pub(super) fn requeue_in_flight(&mut self) {
@@ -95,10 +69,7 @@ impl AckWaiters {
 
     /// Whether anything waits here.
     pub(super) fn is_empty(&self) -> bool {
-        self.next.is_empty()
-            && self.by_entry.is_empty()
-            && self.in_flight.is_empty()
-            && self.resend.is_empty()
+        self.next.is_empty() && self.in_flight.is_empty() && self.resend.is_empty()
     }
 
     /// Answers every waiting reply with `error()`: nothing more can be sent.
@@ -106,7 +77,6 @@ impl AckWaiters {
         let replies = self
             .next
             .drain(..)
-            .chain(self.by_entry.drain().flat_map(|(_, r)| r))
             .chain(self.in_flight.drain().flat_map(|(_, f)| f.replies))
             .chain(self.resend.drain(..).flat_map(|f| f.replies));
         for reply in replies {

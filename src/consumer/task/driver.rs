@@ -482,8 +482,10 @@ impl Driver {
     }
 
     /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
-    /// that covers it (see `acks.rs`), otherwise it is answered once the
-    /// ack is handed to the core, which keeps it until it can be sent.
+    /// that covers it (see `acks.rs`; a batch member's ack whose batch is
+    /// not complete is answered once recorded), otherwise it is answered
+    /// once the ack is handed to the core, which keeps it until it can be
+    /// sent.
     /// Returns the sub whose core now has actions to run.
     pub(super) async fn record_ack(
         &mut self,
@@ -512,11 +514,11 @@ impl Driver {
             answer(reply, error);
             return None;
         };
-        let acked = {
+        let (acked, queued) = {
             let mut shelved = self.shelf.lock();
             let now = self.shelf.core_now();
             let core = &mut shelved.slots[index].core;
-            if cumulative {
+            let acked = if cumulative {
                 match core.ack_cumulative_with_batch_size(now, id, batch_size) {
                     Ok(acked) => acked,
                     Err(refused) => {
@@ -527,7 +529,8 @@ impl Driver {
                 }
             } else {
                 core.ack_with_batch_size(now, id, batch_size)
-            }
+            };
+            (acked, core.has_queued_acks())
         };
         self.observe_ack(topic, id, cumulative);
         let sub = &mut self.subs[index];
@@ -541,8 +544,15 @@ impl Driver {
                     return None;
                 }
                 Acked::Queued => sub.acks.next.push(reply),
+                // A cumulative ack up to a member of an entry not complete
+                // yet went out up to the entry before: confirmed with it.
+                Acked::AwaitingBatch { .. } if cumulative && queued => sub.acks.next.push(reply),
+                // A member of a batch not complete yet: recorded, and its
+                // entry's ack goes with the batch's last member's (as the
+                // Java client: it never waits on acks not made yet).
                 Acked::AwaitingBatch { entry } => {
-                    sub.acks.by_entry.entry(entry).or_default().push(reply);
+                    trace!(topic, %entry, "member ack recorded until its batch is complete");
+                    let _ = reply.send(Ok(()));
                 }
                 Acked::Unrecorded => {
                     let _ = reply.send(Err(ConsumerError::AckNotSent {

@@ -61,9 +61,6 @@ impl Driver {
                     } else {
                         AckType::Individual
                     };
-                    if receipts {
-                        flight.replies.extend(sub.acks.covered(&ids, cumulative));
-                    }
                     let partition = sub.partition;
                     let ack_set_is_none = ack_set.is_none();
                     let ids = ids.into_iter().map(move |m| {

@@ -13,6 +13,7 @@ mod options;
 mod outcomes;
 mod random_run;
 mod reader;
+mod receipts;
 mod redelivery;
 mod redrive;
 mod retry;
