@@ -719,7 +719,9 @@ impl Consumer {
     /// delivered between them wait about 100 ms, 200 ms, 400 ms, … up to
     /// 60 s).
     /// A seek made while a partition still subscribes again waits for that
-    /// first, for at most the operation timeout.
+    /// first, for at most the operation timeout, and fails with
+    /// [`ConsumerError::Request`] (a timeout) if it is still under way
+    /// then: so does the eleventh seek in a row with nothing delivered.
     ///
     /// # Errors
     /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].
