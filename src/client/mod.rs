@@ -238,8 +238,12 @@ impl ClientBuilder {
         self
     }
 
-    /// How often connections PING the broker; one whose PING is unanswered
-    /// at the next tick is declared dead. Default 30 s.
+    /// How often connections check that their broker is alive. Every
+    /// interval a connection sends a PING, unless no frame at all (PONG or
+    /// any other) has come from the broker since the PING of the previous
+    /// interval: then it is declared dead (`KeepaliveExpired`) and what was
+    /// on it reconnects. A silent broker is so found between one and two
+    /// intervals after its last frame. Default 30 s.
     pub const fn keepalive_interval(mut self, interval: Duration) -> Self {
         self.keepalive_interval = interval;
         self

@@ -56,8 +56,13 @@ impl ConnectionOptions {
         self
     }
 
-    /// How often to PING the broker; a connection whose PING is still
-    /// unanswered at the next tick is declared dead. Default 30 s.
+    /// How often the connection checks that the broker is alive. Every
+    /// interval it sends a PING, unless no frame at all (PONG or any other)
+    /// has come from the broker since the PING of the previous interval:
+    /// then the connection is declared dead
+    /// ([`ConnectionError::KeepaliveExpired`](super::ConnectionError::KeepaliveExpired)).
+    /// A silent broker is so found between one and two intervals after its
+    /// last frame. Default 30 s.
     #[must_use]
     pub const fn keepalive_interval(mut self, interval: Duration) -> Self {
         self.keepalive_interval = interval;

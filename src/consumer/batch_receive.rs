@@ -12,9 +12,12 @@ use super::message::Message;
 /// or `timeout` after it was called (with what is there then, maybe
 /// nothing). `None` leaves that bound out; at least one must be set.
 ///
-/// The default is Java's `BatchReceivePolicy.DEFAULT_POLICY`: 100
-/// messages, 10 MiB, 100 ms. `max_messages` above the receiver queue is
-/// lowered to it (the queue could never hold more), as Java does.
+/// The default is 100 messages, 10 MiB, 100 ms. The byte and time bounds
+/// are Java's `BatchReceivePolicy.DEFAULT_POLICY`; its message count is
+/// not: Java's default sets no count (a batch takes what the queue holds,
+/// up to 10 MiB), this client's default takes at most 100. `max_messages`
+/// above the receiver queue is lowered to it (the queue could never hold
+/// more), as Java does.
 ///
 /// # Examples
 /// ```

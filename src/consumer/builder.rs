@@ -269,8 +269,9 @@ impl ConsumerBuilder {
     }
 
     /// What one [`receive_batch`](super::Consumer::receive_batch) waits
-    /// for (default: 100 messages, 10 MiB or 100 ms, as Java's
-    /// `BatchReceivePolicy.DEFAULT_POLICY`).
+    /// for (default: 100 messages, 10 MiB or 100 ms; Java's
+    /// `BatchReceivePolicy.DEFAULT_POLICY` has the same bytes and time but
+    /// no message count).
     pub fn batch_receive_policy(mut self, policy: BatchReceivePolicy) -> Self {
         self.batch_receive = policy;
         self
@@ -306,8 +307,10 @@ impl ConsumerBuilder {
         self
     }
 
-    /// How often the ack timeout is checked (default 500 ms, as Java's
-    /// `ackTimeoutTickTime`).
+    /// How often the ack timeout is checked (default 500 ms). A message is
+    /// asked for again at the first tick at or after its deadline, so at
+    /// most one tick late. The 500 ms default is this client's own: Java's
+    /// `ackTimeoutTickTime` defaults to 1 s.
     pub fn ack_timeout_tick(mut self, tick: Duration) -> Self {
         self.delivery.tick = tick;
         self

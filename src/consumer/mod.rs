@@ -704,13 +704,25 @@ impl Consumer {
     /// move every partition).
     ///
     /// Exact, as the official clients: once this returns, no message
-    /// queued or in flight before the seek reaches the application (the
-    /// consumer drops its queue and subscribes again at once), and reading
-    /// starts right after `id`, or at `id` with
+    /// queued or in flight before the seek reaches the application, and
+    /// reading starts right after `id`, or at `id` with
     /// [`seek_inclusive`](ConsumerBuilder::seek_inclusive). For a batch
     /// member, the members before it never come: the seek marks them
     /// acked when the batch's size is known (the batch last received),
     /// and the consumer drops them on arrival in any case.
+    ///
+    /// It returns once the broker has answered the SEEK and the consumer
+    /// has dropped its queue and closed its consumer on the broker; the
+    /// partition then subscribes again in the background, as after a lost
+    /// subscription, after its reconnect backoff: 90 to 100 ms when the
+    /// subscription it leaves had delivered a message or lasted 10 s;
+    /// otherwise the backoff goes on doubling (seeks in a row with nothing
+    /// delivered between them wait about 100 ms, 200 ms, 400 ms, … up to
+    /// 60 s).
+    /// A seek made while a partition still subscribes again waits for that
+    /// first, for at most the operation timeout, and fails with
+    /// [`ConsumerError::Request`] (a timeout) if it is still under way
+    /// then: so does the eleventh seek in a row with nothing delivered.
     ///
     /// # Errors
     /// [`ConsumerError::Request`] if the broker refused, [`ConsumerError::Closed`].

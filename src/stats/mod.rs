@@ -81,8 +81,8 @@ impl ClientBuilder {
 
     /// Exports every producer's and consumer's figures as OpenTelemetry
     /// metrics through `provider`, under the Java client's names and
-    /// attributes (meter `org.apache.pulsar.client`; see
-    /// `docs/observability.md`). Off by default.
+    /// attributes (meter `org.apache.pulsar.client`; the instruments are
+    /// listed in the repository's `docs/observability.md`). Off by default.
     ///
     /// # Examples
     /// ```no_run

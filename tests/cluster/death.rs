@@ -1,11 +1,13 @@
 //! The broker that owns a topic is killed with SIGKILL while a producer and
 //! a Shared consumer run on it: once its ZooKeeper session expires the
 //! survivor takes the topic over, and the handles follow without help from
-//! the application; nothing confirmed is lost. The killed broker is then
-//! started again and the topic moved back to it, the handles following
-//! once more.
+//! the application; nothing confirmed is lost, and the acks the killed
+//! broker had not persisted are the only ones that do not hold. The killed
+//! broker is then started again and the topic moved back to it, the handles
+//! following once more.
 
 use super::traffic::{LONG, Traffic, client, producer, shared};
+use crate::common::acks::Fault;
 use crate::common::cluster::Cluster;
 use crate::common::{guard_for, unique_topic};
 
@@ -21,9 +23,11 @@ async fn killing_the_owner_moves_the_topic_to_the_survivor_and_nothing_confirmed
     cluster.place(&topic, 2).await;
     let client = client(&cluster.broker(1).service_url).await;
     let consumer = shared(&client, &topic, "s").await;
-    let mut traffic = Traffic::start(producer(&client, &topic).await, consumer, TOTAL);
+    let producer = producer(&client, &topic).await;
+    let mut traffic = Traffic::start(&client, &topic, producer, consumer, TOTAL);
 
     traffic.confirmed(2_000).await;
+    traffic.fault(Fault::Kill);
     cluster.kill_broker(2).await;
     traffic.confirmed(6_000).await;
     assert_eq!(
@@ -33,6 +37,7 @@ async fn killing_the_owner_moves_the_topic_to_the_survivor_and_nothing_confirmed
     );
 
     cluster.start_broker(2).await;
+    traffic.fault(Fault::Move);
     cluster.place(&topic, 2).await;
     let report = guard_for("the rest consumed", LONG, traffic.finish("death")).await;
     assert_eq!(
@@ -41,8 +46,9 @@ async fn killing_the_owner_moves_the_topic_to_the_survivor_and_nothing_confirmed
         "moved back to the restarted broker"
     );
     eprintln!(
-        "death: broker 2 killed at 2,000 confirmed, back at 6,000+; {} duplicates",
-        report.duplicates
+        "death: broker 2 killed at 2,000 confirmed, back at 6,000+; {} duplicates \
+         ({} ids again, {} stored twice)",
+        report.duplicates, report.redelivered, report.stored_twice
     );
     client.close().await;
 }

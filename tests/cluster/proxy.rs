@@ -16,6 +16,7 @@ use pulsar_wire::client::{BrokerAddress, BrokerStream, Connector};
 use tokio::net::TcpStream;
 
 use super::traffic::{LONG, Traffic, producer, shared};
+use crate::common::acks::Fault;
 use crate::common::cluster::Cluster;
 use crate::common::{guard, guard_for, init_tracing, unique_topic};
 
@@ -89,8 +90,10 @@ async fn through_the_proxy_alone_produce_consume_and_follow_a_move() {
     assert_eq!(conn.peer(), format!("{} via {proxy_addr}", broker_addr(2)));
 
     let consumer = shared(&client, &topic, "s").await;
-    let mut traffic = Traffic::start(producer(&client, &topic).await, consumer, TOTAL);
+    let producer = producer(&client, &topic).await;
+    let mut traffic = Traffic::start(&client, &topic, producer, consumer, TOTAL);
     traffic.confirmed(TOTAL / 3).await;
+    traffic.fault(Fault::Move);
     guard("move", cluster.place(&topic, 1)).await;
     guard_for("the rest consumed", LONG, traffic.finish("proxy")).await;
 

@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)] // each binary uses its own subset
 
+pub mod acks;
 pub mod admin;
 pub mod broker;
 pub mod cluster;

@@ -186,3 +186,62 @@ async fn after_a_seek_a_rewind_made_elsewhere_delivers_what_lies_before_the_targ
     })
     .await;
 }
+
+/// Seeks in a row with nothing delivered between them each subscribe again
+/// as after a lost subscription, through the partition's reconnect backoff,
+/// which starts over only after a delivery or 10 s up: the waits double
+/// (0.1, 0.2, … 51.2, 60 s). A seek made while the previous one still
+/// subscribes again waits for it for at most the operation timeout (30 s),
+/// so the eleventh seek here fails with a timeout (reported as "SEEK got
+/// no answer within 30s", though no SEEK was sent). A seek is the
+/// application's request, not a failure to back off from: it must return
+/// Ok however many came before it.
+#[tokio::test(start_paused = true)]
+#[ignore = "client bug: a seek subscribes again through the failure backoff, so seeks in a \
+            row with nothing delivered wait up to 60 s and a seek during that wait times out \
+            (seek is being changed on another branch)"]
+async fn seeks_in_a_row_with_nothing_delivered_between_them_all_return_ok() {
+    let target = MessageId::new(1, 0);
+    let net = FakeNetwork::new();
+    crate::common::guard_for("twelve seeks in a row", Duration::from_secs(3600), async {
+        let (consumer, mut broker, mut id) = subscribed(&net, SubscriptionType::Exclusive).await;
+        for n in 1..=12 {
+            // Each seek answered at once: SEEK, then CLOSE_CONSUMER of the
+            // old id, then the LOOKUP and SUBSCRIBE of the new one as they
+            // come. From the second seek on, the seek first waits for the
+            // previous one's subscribe.
+            let serve = async {
+                if n > 1 {
+                    id = resubscribe(&mut broker).await;
+                }
+                let seek = broker.expect(Type::Seek).await;
+                let body = seek.command.seek.as_ref().expect("body");
+                assert_eq!(body.consumer_id, id, "seek {n} on the current subscription");
+                broker.send(answer::success(body.request_id)).await;
+                let close = broker.expect(Type::CloseConsumer).await;
+                let body = close.command.close_consumer.as_ref().expect("body");
+                broker.send(answer::success(body.request_id)).await;
+            };
+            let seeking = consumer.seek(target);
+            tokio::pin!(seeking, serve);
+            let done = tokio::select! {
+                done = &mut seeking => done,
+                () = &mut serve => seeking.await,
+            };
+            done.unwrap_or_else(|e| panic!("seek {n} in a row: {e}"));
+        }
+    })
+    .await;
+}
+
+/// Answers the consumer's LOOKUP and SUBSCRIBE after a seek; returns the
+/// new consumer id.
+async fn resubscribe(broker: &mut FakeBroker) -> u64 {
+    let lookup = broker.expect(Type::Lookup).await;
+    super::reconnect::answer_lookup_here(broker, &lookup).await;
+    let subscribe = broker.expect(Type::Subscribe).await;
+    let body = subscribe.command.subscribe.as_ref().expect("body");
+    broker.send(answer::success(body.request_id)).await;
+    broker.expect(Type::Flow).await;
+    body.consumer_id
+}

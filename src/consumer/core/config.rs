@@ -63,10 +63,13 @@ pub(crate) fn partition_queue_size(queue: u32, total: u32, partitions: u32) -> u
 /// it leads to, by default.
 pub const DEFAULT_REWIND_MIN_DELAY: Duration = Duration::from_millis(100);
 
-/// The consumer core's settings. [`Default`] gives Java's defaults: an
-/// Exclusive subscription, a queue of 1000, no ack timeout, a 500 ms tick,
-/// immediate nacks (rewinds on Exclusive and Failover at least 100 ms
-/// apart), no dead-letter policy, no batch index ack.
+/// The consumer core's settings. [`Default`] gives an Exclusive
+/// subscription, a queue of 1000, no ack timeout, a 500 ms tick, immediate
+/// nacks (rewinds on Exclusive and Failover at least 100 ms apart), no
+/// dead-letter policy, no batch index ack. The subscription type, queue,
+/// ack timeout, dead-letter policy and batch index ack are Java's
+/// defaults; the tick and the nack delay are this client's own (Java's
+/// `ackTimeoutTickTime` is 1 s and its `negativeAckRedeliveryDelay` 1 min).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CoreConfig {
     /// The subscription type.

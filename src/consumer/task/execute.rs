@@ -210,9 +210,11 @@ impl Driver {
     /// nothing queued or still in flight from before it may reach the
     /// application. Apache Pulsar closes the consumer after a seek (and
     /// removes a non-durable subscription with it), pulsar-lite keeps it
-    /// attached; either way this consumer id is closed and the partition
-    /// subscribes again at once, from the new position, with its queue
-    /// dropped and the old consumer's messages ignored.
+    /// attached; either way this consumer id is closed, the queue is
+    /// dropped and the old consumer's messages are ignored, and the
+    /// partition subscribes again from the new position as after a lost
+    /// subscription: in the background, after the partition's reconnect
+    /// backoff (see `resubscribe.rs` and `crate::backoff`).
     async fn restart_at(&mut self, index: usize, boundary: Option<MessageId>) {
         let (inclusive, durable) = (
             self.settings.options.start_inclusive,
