@@ -213,8 +213,9 @@ impl Driver {
     /// attached; either way this consumer id is closed, the queue is
     /// dropped and the old consumer's messages are ignored, and the
     /// partition subscribes again from the new position as after a lost
-    /// subscription: in the background, after the partition's reconnect
-    /// backoff (see `resubscribe.rs` and `crate::backoff`).
+    /// subscription: in the background, after the first delay of the
+    /// partition's reconnect backoff, which a seek starts over (see
+    /// `resubscribe.rs` and `crate::backoff`).
     async fn restart_at(&mut self, index: usize, boundary: Option<MessageId>) {
         let (inclusive, durable) = (
             self.settings.options.start_inclusive,
@@ -223,9 +224,12 @@ impl Driver {
         self.shelf.lock().slots[index]
             .position
             .seek(boundary, inclusive, durable);
-        let sub = &self.subs[index];
+        let sub = &mut self.subs[index];
         let (conn, id) = (sub.conn.clone(), sub.id);
         let _ = conn.close_consumer(id).await;
+        // The application asked for this: no failure to back off from, so
+        // the delays start over (the first, about 0.1 s, comes next).
+        sub.delivered = true;
         self.reconnect(index, None).await;
     }
 
