@@ -8,6 +8,7 @@ mod address;
 mod connector;
 mod error;
 mod lookup;
+pub(crate) mod memory;
 mod namespace;
 mod pool;
 mod service;
@@ -62,6 +63,8 @@ struct Inner {
     /// Payload bytes all producers of this client may hold unanswered.
     memory: Arc<tokio::sync::Semaphore>,
     memory_limit: usize,
+    /// The part of the memory limit receiver queues may hold.
+    queue_memory: Arc<memory::QueueBudget>,
     /// The last lookup said to reach the owner through the service URL:
     /// the service is a Pulsar proxy.
     behind_proxy: AtomicBool,
@@ -164,6 +167,12 @@ impl Client {
         (&self.inner.memory, self.inner.memory_limit)
     }
 
+    /// The part of the memory limit receiver queues may hold (see
+    /// `client/memory.rs`).
+    pub(crate) fn queue_memory(&self) -> &Arc<memory::QueueBudget> {
+        &self.inner.queue_memory
+    }
+
     /// What producers and consumers record beyond their counters.
     pub(crate) fn stats_settings(&self) -> &crate::stats::StatsSettings {
         &self.inner.stats
@@ -264,11 +273,16 @@ impl ClientBuilder {
 
     /// How many payload bytes all producers of the client may hold before
     /// their receipts (batched or in flight), together with what the
-    /// consumers' receiver queues hold. When it is used up, `send` waits or
-    /// fails, as each producer's
-    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says, and
-    /// a consumer whose queue holds messages grants the broker no more
-    /// permits until bytes are released. Default 64 MiB.
+    /// consumers' receiver queues hold, which is at most half of it (so a
+    /// loop that receives, sends and waits for the receipt before it
+    /// receives again is slowed by the limit, never stopped). When it is
+    /// used up, `send` waits (at most its send timeout, then fails with
+    /// [`ProducerError::Full`](crate::producer::ProducerError::Full)) or
+    /// fails at once, as each producer's
+    /// [`when_full`](crate::producer::ProducerBuilder::when_full) says; when
+    /// the queues' half is used up, a consumer whose queue holds messages
+    /// grants the broker no more permits until bytes are released. Default
+    /// 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
         self
@@ -443,14 +457,17 @@ impl ClientBuilder {
         // Fail fast on an unreachable cluster (no host answers); the
         // connection stays pooled.
         service.connect(&pool).await?;
+        let memory = Arc::new(tokio::sync::Semaphore::new(self.memory_limit));
+        let queue_memory = Arc::new(memory::QueueBudget::new(memory.clone(), self.memory_limit));
         Ok(Client {
             inner: Arc::new(Inner {
                 service_url,
                 service,
                 pool,
                 operation_timeout: self.operation_timeout,
-                memory: Arc::new(tokio::sync::Semaphore::new(self.memory_limit)),
+                memory,
                 memory_limit: self.memory_limit,
+                queue_memory,
                 behind_proxy: AtomicBool::new(false),
                 coordinators: self.transactions.then(Default::default),
                 stats: self.stats,

@@ -332,7 +332,12 @@ impl ProducerBuilder {
             name,
             lanes,
             (router, follow.is_some()),
-            (memory.clone(), limit, self.when_full),
+            super::Memory {
+                budget: memory.clone(),
+                limit,
+                when_full: self.when_full,
+                wait: self.send_timeout,
+            },
             (stats, interceptors),
         );
         if let Some(follow) = follow {

@@ -87,7 +87,8 @@ pub enum ProducerError {
         after: Duration,
     },
     /// The pending-message bound or the memory limit is reached and the
-    /// producer is set to fail rather than wait.
+    /// producer is set to fail rather than wait, or the memory limit stayed
+    /// reached for the whole send timeout.
     #[error(transparent)]
     Full(#[from] LimitExceeded),
     /// The payload could not be compressed.

@@ -24,7 +24,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum WhenFull {
-    /// Wait until enough pending sends are resolved (the default).
+    /// Wait until enough pending sends are resolved (the default); for the
+    /// memory limit, at most the send timeout, then fail with a typed error.
     #[default]
     Block,
     /// Fail at once with a typed error.

@@ -93,10 +93,23 @@ struct Inner {
     /// non-partitioned topic, or partitions not followed with one lane):
     /// sends take it without the lock, the router or the clock.
     fixed: Option<task::Lane>,
-    /// The client's memory budget, its size, and what to do when it is used up.
-    memory: (Arc<Semaphore>, usize, WhenFull),
+    /// The client's memory limit, as this producer takes from it.
+    memory: Memory,
     stats: Arc<ProducerRecorder>,
     interceptors: Chain<dyn ProducerInterceptor>,
+}
+
+/// The client's memory limit as a producer takes from it.
+#[derive(Debug)]
+pub(crate) struct Memory {
+    /// Bytes free of the limit.
+    pub(crate) budget: Arc<Semaphore>,
+    /// The limit, in bytes.
+    pub(crate) limit: usize,
+    /// What a send does when the limit is reached.
+    pub(crate) when_full: WhenFull,
+    /// How long a send waits for memory at most (the send timeout).
+    pub(crate) wait: std::time::Duration,
 }
 
 impl Producer {
@@ -105,7 +118,7 @@ impl Producer {
         name: String,
         lanes: Vec<task::Lane>,
         (router, follows_partitions): (Router, bool),
-        memory: (Arc<Semaphore>, usize, WhenFull),
+        memory: Memory,
         (stats, interceptors): (Arc<ProducerRecorder>, Chain<dyn ProducerInterceptor>),
     ) -> Self {
         let fixed = match lanes.as_slice() {
@@ -130,26 +143,36 @@ impl Producer {
         }
     }
 
-    /// Takes `msg`'s share of the client's memory limit: waits for it or
-    /// fails at once. A message larger than the whole limit takes all of it.
+    /// Takes `msg`'s share of the client's memory limit: waits for it (at
+    /// most the send timeout) or fails at once. A message larger than the
+    /// whole limit takes all of it.
     async fn reserve(&self, msg: &ProducerMessage) -> Result<OwnedSemaphorePermit, ProducerError> {
-        let (memory, limit, when_full) = &self.inner.memory;
+        let Memory {
+            budget,
+            limit,
+            when_full,
+            wait,
+        } = &self.inner.memory;
         let wanted = msg.size_hint().min(*limit);
         let n = u32::try_from(wanted).unwrap_or(u32::MAX);
+        let full = || {
+            ProducerError::Full(LimitExceeded::Memory {
+                used: limit.saturating_sub(budget.available_permits()),
+                limit: *limit,
+                wanted,
+            })
+        };
         match when_full {
-            WhenFull::Fail => memory.clone().try_acquire_many_owned(n).map_err(|_| {
-                let used = limit - memory.available_permits();
-                ProducerError::Full(LimitExceeded::Memory {
-                    used,
-                    limit: *limit,
-                    wanted,
-                })
-            }),
-            WhenFull::Block => memory
-                .clone()
-                .acquire_many_owned(n)
-                .await
-                .map_err(|_| ProducerError::Closed),
+            WhenFull::Fail => budget.clone().try_acquire_many_owned(n).map_err(|_| full()),
+            WhenFull::Block => {
+                let acquire = budget.clone().acquire_many_owned(n);
+                match tokio::time::timeout_at(clock::after(clock::now(), *wait).into(), acquire)
+                    .await
+                {
+                    Ok(taken) => taken.map_err(|_| ProducerError::Closed),
+                    Err(_) => Err(full()),
+                }
+            }
         }
     }
 
@@ -186,7 +209,8 @@ impl Producer {
     /// # Errors
     /// [`ProducerError::Closed`] if the producer is closed;
     /// [`ProducerError::Full`] at once if the client's memory limit is used
-    /// up and the producer is set to [`WhenFull::Fail`]. The receipt
+    /// up and the producer is set to [`WhenFull::Fail`], or once the send
+    /// timeout passed without room in it. The receipt
     /// fails with [`ProducerError::MessageTooLarge`] (nothing was sent),
     /// [`ProducerError::Full`] (with [`WhenFull::Fail`]),
     /// [`ProducerError::Send`] (a SEND_ERROR that refuses the message for

@@ -231,10 +231,11 @@ async fn flows_wait_while_big_messages_fill_the_memory_limit() {
     let mut svc = net.listen(SERVICE);
     guard("memory limit", async {
         let (mut broker, id, mut consumer) =
-            shared_consumer(&net, &mut svc, Some(100_000), 4).await;
+            shared_consumer(&net, &mut svc, Some(200_000), 4).await;
         assert_eq!(expect_flow(&mut broker).await, (id, 4));
         // A small message, then three of 60 kB in one entry: they are
-        // queued together, 180 kB against a limit of 100 kB.
+        // queued together, 180 kB against the receiver queues' 100 kB of a
+        // limit of 200 kB.
         broker.send_frame(sized_message(id, 1, 10)).await;
         let big = vec![1_u8; 60_000];
         broker

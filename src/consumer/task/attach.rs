@@ -154,7 +154,7 @@ impl Driver {
             letters: settings.forwards.letters().cloned(),
             interceptors: settings.interceptors.clone(),
         };
-        let budget = settings.client.memory().0.clone();
+        let budget = settings.client.queue_memory().clone();
         let shelf = Arc::new(shelf::Shelf::new(budget.clone(), observers, &settings.core));
         let queue_sizes = settings.queue_sizes(&topics);
         let mut driver = Self {

@@ -1,23 +1,25 @@
 //! The consumer's share of the client's memory limit: the payload bytes
 //! its receiver queues hold count against the limit the producers use
-//! (Java's `memoryLimit`, shared by producers and consumers).
+//! (Java's `memoryLimit`, shared by producers and consumers), and the
+//! receiver queues of all the client's consumers together take at most
+//! half of it (see `client/memory.rs`: a relay that waits for a send's
+//! memory while its queue is full must still get it).
 //!
-//! The bytes of each partition's queue are taken from the client's budget
-//! when messages are queued and given back when the application takes
-//! them (or a rewind, a reconnect or the consumer's end drops them). A
-//! message is queued whatever the budget holds (the broker sent it); what
-//! the budget cannot cover is taken as soon as it has room again, so while
-//! consumers hold more than the limit, producers wait. While the limit is
-//! reached a partition whose queue holds messages grants the broker no
-//! more permits: its FLOWs wait here until bytes are released. A partition
-//! whose queue is empty still asks, so one consumer's slow application
-//! never stalls another's (the limit is then passed by at most what the
-//! permits of one refill bring).
+//! The bytes of each partition's queue are taken when messages are queued
+//! and given back when the application takes them (or a rewind, a
+//! reconnect or the consumer's end drops them). A message is queued
+//! whatever the budget holds (the broker sent it); what the queues' part
+//! cannot cover is taken as soon as it has room again. While that part is
+//! used up, a partition whose queue holds messages grants the broker no
+//! more permits: its FLOWs wait here until bytes are released. A
+//! partition whose queue is empty still asks, so one consumer's slow
+//! application never stalls another's (the limit is then passed by at most
+//! what the permits of one refill bring).
 
 use std::future::Future;
 use std::pin::Pin;
 
-use tokio::sync::Semaphore;
+use crate::client::memory::QueueBudget;
 
 use super::*;
 
@@ -28,7 +30,7 @@ type Waiter = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// memory budget (the bytes they hold are counted on the shelf, see
 /// shelf.rs, where the application takes them).
 pub(crate) struct MemoryShare {
-    budget: Arc<Semaphore>,
+    budget: Arc<QueueBudget>,
     /// FLOWs held back while at the limit: (sub index, the consumer id
     /// they are for, permits).
     withheld: WithheldFlows,
@@ -46,7 +48,7 @@ impl std::fmt::Debug for MemoryShare {
 
 impl MemoryShare {
     /// A share of `budget` (the client's memory limit), holding nothing.
-    pub(crate) fn new(budget: Arc<Semaphore>) -> Self {
+    pub(crate) fn new(budget: Arc<QueueBudget>) -> Self {
         Self {
             budget,
             withheld: Vec::new(),
@@ -61,7 +63,7 @@ impl MemoryShare {
 
     /// Whether the budget is used up.
     pub(crate) fn reached(&self) -> bool {
-        self.budget.available_permits() == 0
+        self.budget.used_up()
     }
 
     /// Holds back a FLOW of `permits` for `consumer` (of sub `index`)
@@ -101,12 +103,7 @@ impl MemoryShare {
         if self.withheld.is_empty() {
             self.waiter = None;
         } else if self.waiter.is_none() {
-            let budget = self.budget.clone();
-            self.waiter = Some(Box::pin(async move {
-                // Room for one byte; given back at once (the queues take
-                // what they need when they sync).
-                let _ = budget.acquire_owned().await;
-            }));
+            self.waiter = Some(Box::pin(self.budget.room()));
         }
         released
     }
@@ -153,78 +150,101 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::Semaphore;
+
+    /// A client memory limit of `limit` bytes whose receiver queues may
+    /// take `share`: the whole limit's semaphore, and the queues' part.
+    fn budget(limit: usize, share: usize) -> (Arc<Semaphore>, Arc<QueueBudget>) {
+        let total = Arc::new(Semaphore::new(limit));
+        let queues = Arc::new(QueueBudget::with_share(total.clone(), share));
+        (total, queues)
+    }
 
     #[test]
     fn queued_bytes_are_taken_and_given_back() {
-        let budget = Arc::new(Semaphore::new(100));
-        let mut share = shelf::HeldBytes::new(budget.clone());
+        let (total, queues) = budget(200, 100);
+        let mut share = shelf::HeldBytes::new(queues.clone());
         share.sync(0, 30);
         share.sync(2, 50);
-        assert_eq!((share.total(), budget.available_permits()), (80, 20));
+        assert_eq!((share.total(), total.available_permits()), (80, 120));
         share.sync(0, 10);
-        assert_eq!((share.total(), budget.available_permits()), (60, 40));
-        // Past the limit: the queue holds 130, the budget covers 100.
+        assert_eq!((share.total(), total.available_permits()), (60, 140));
+        // Past the queues' share: they hold 130, the share covers 100.
         share.sync(2, 120);
-        assert_eq!((share.total(), budget.available_permits()), (100, 0));
+        assert_eq!((share.total(), total.available_permits()), (100, 100));
         // What could not be covered is taken once there is room.
-        budget.add_permits(15);
+        share.sync(0, 0);
         share.sync(2, 120);
-        assert_eq!((share.total(), budget.available_permits()), (115, 0));
-        share.sync(2, 0);
-        assert_eq!((share.total(), budget.available_permits()), (10, 105));
+        assert_eq!((share.total(), total.available_permits()), (100, 100));
+        assert_eq!(queues.share_free(), 0);
+        share.sync(2, 30);
+        assert_eq!((share.total(), total.available_permits()), (30, 170));
         drop(share);
         assert_eq!(
-            budget.available_permits(),
-            115,
+            total.available_permits(),
+            200,
             "a dropped share gives all back"
         );
     }
 
     #[test]
     fn bytes_go_back_in_steps_of_an_eighth_or_all_at_once() {
-        let budget = Arc::new(Semaphore::new(1000));
-        let mut share = shelf::HeldBytes::new(budget.clone());
+        let (total, queues) = budget(1000, 1000);
+        let mut share = shelf::HeldBytes::new(queues);
         share.sync(0, 800);
         share.sync(0, 750);
         assert_eq!(share.total(), 800, "50 is less than an eighth of 800");
         share.sync(0, 700);
-        assert_eq!((share.total(), budget.available_permits()), (700, 300));
+        assert_eq!((share.total(), total.available_permits()), (700, 300));
         share.sync(0, 690);
         share.sync(0, 0);
-        assert_eq!((share.total(), budget.available_permits()), (0, 1000));
+        assert_eq!((share.total(), total.available_permits()), (0, 1000));
     }
 
     #[test]
     fn flows_wait_while_the_budget_is_used_up_and_the_queue_holds_messages() {
-        let budget = Arc::new(Semaphore::new(10));
-        let mut share = MemoryShare::new(budget.clone());
-        let mut held = shelf::HeldBytes::new(budget.clone());
+        let (_, queues) = budget(20, 10);
+        let mut share = MemoryShare::new(queues.clone());
+        let mut held = shelf::HeldBytes::new(queues.clone());
         let (a, b) = (ConsumerId(1), ConsumerId(2));
         assert!(!share.withhold(0, a, 5, false), "room left");
         held.sync(0, 10);
-        assert!(share.withhold(0, a, 5, false));
+        assert!(
+            share.withhold(0, a, 5, false),
+            "the queues' share is used up"
+        );
         assert!(share.withhold(0, a, 3, false));
         assert!(!share.withhold(1, b, 4, true), "an empty queue still asks");
         assert!(share.withhold(1, b, 4, false));
         assert_eq!(share.release(|_| false), []);
         assert!(share.waiter.is_some(), "waits for room");
         assert_eq!(share.release(|i| i == 1), [(1, b, 4)], "its queue emptied");
-        held.sync(0, 9);
+        held.sync(0, 8);
         assert_eq!(share.release(|_| false), [(0, a, 8)], "room again");
         assert!(share.waiter.is_none());
+    }
+
+    #[test]
+    fn flows_wait_too_while_producers_hold_the_whole_limit() {
+        let (total, queues) = budget(20, 10);
+        let mut share = MemoryShare::new(queues.clone());
+        let mut held = shelf::HeldBytes::new(queues);
+        held.sync(0, 4);
+        total.forget_permits(16);
+        assert!(share.withhold(0, ConsumerId(1), 1, false));
     }
 
     #[tokio::test]
     async fn room_waits_for_a_release() {
         use futures::FutureExt;
-        let budget = Arc::new(Semaphore::new(1));
-        let mut share = MemoryShare::new(budget.clone());
-        let mut held = shelf::HeldBytes::new(budget.clone());
+        let (_, queues) = budget(2, 1);
+        let mut share = MemoryShare::new(queues.clone());
+        let mut held = shelf::HeldBytes::new(queues);
         held.sync(0, 1);
         assert!(share.withhold(0, ConsumerId(1), 1, false));
         assert!(share.release(|_| false).is_empty());
         assert!(share.room().now_or_never().is_none(), "no room yet");
-        budget.add_permits(1);
+        held.sync(0, 0);
         share.room().await;
         assert_eq!(share.release(|_| false).len(), 1);
     }

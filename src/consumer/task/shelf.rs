@@ -22,7 +22,9 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
+
+use crate::client::memory::QueueBudget;
 
 use super::*;
 
@@ -204,7 +206,7 @@ impl Shelf {
     /// An empty shelf for cores made with `config`, their queues' bytes
     /// counted against `budget`. Direct takes start allowed unless the
     /// receiver queue is zero.
-    pub(super) fn new(budget: Arc<Semaphore>, observers: Observers, config: &CoreConfig) -> Self {
+    pub(super) fn new(budget: Arc<QueueBudget>, observers: Observers, config: &CoreConfig) -> Self {
         Self {
             state: Mutex::new(Shelved {
                 slots: Vec::new(),
@@ -243,7 +245,12 @@ impl Shelf {
             letters: None,
             interceptors: Chain::new(Vec::new()),
         };
-        Self::new(Arc::new(Semaphore::new(1 << 20)), observers, config)
+        let total = Arc::new(tokio::sync::Semaphore::new(1 << 20));
+        Self::new(
+            Arc::new(QueueBudget::new(total, 1 << 20)),
+            observers,
+            config,
+        )
     }
 
     /// The instant for the cores' calls: the clock when they use it (see
@@ -433,15 +440,16 @@ impl Observers {
     }
 }
 
-/// The bytes each sub's queue takes from the client's memory budget (at
-/// most what it holds); all given back when dropped.
+/// The bytes each sub's queue takes from the receiver queues' part of the
+/// client's memory limit (at most what it holds); all given back when
+/// dropped.
 pub(super) struct HeldBytes {
-    budget: Arc<Semaphore>,
+    budget: Arc<QueueBudget>,
     held: Vec<usize>,
 }
 
 impl HeldBytes {
-    pub(super) fn new(budget: Arc<Semaphore>) -> Self {
+    pub(super) fn new(budget: Arc<QueueBudget>) -> Self {
         Self {
             budget,
             held: Vec::new(),
@@ -461,17 +469,17 @@ impl HeldBytes {
         if bytes < *held {
             let freed = *held - bytes;
             if bytes == 0 || freed >= *held / 8 {
-                self.budget.add_permits(freed);
+                self.budget.give(freed);
                 *held = bytes;
             }
         } else if bytes > *held {
-            *held += self.budget.forget_permits(bytes - *held);
+            *held += self.budget.take(bytes - *held);
         }
     }
 
     /// Gives everything back (the consumer ended).
     pub(super) fn release_all(&mut self) {
-        self.budget.add_permits(self.held.drain(..).sum());
+        self.budget.give(self.held.drain(..).sum());
     }
 
     /// Bytes taken from the budget, for tests.

@@ -236,3 +236,51 @@ async fn big_messages_under_a_small_memory_limit_all_arrive() {
     })
     .await;
 }
+
+/// A consume → produce relay on one client under a small memory limit:
+/// the receiver queue may not hold the whole limit while the relay's
+/// producer waits for memory (receive, send, await the receipt, ack), so
+/// every message gets through.
+#[tokio::test]
+async fn a_relay_under_a_small_memory_limit_relays_every_message() {
+    let broker = TestBroker::start().await;
+    guard("relay under the memory limit", async {
+        let feeder = client(&broker).await;
+        let (from, to) = (unique_topic("relay-from"), unique_topic("relay-to"));
+        let mut producer = RawProducer::create(&feeder, &from).await;
+        let body = |i: u32| {
+            let mut b = vec![0_u8; 16 * 1024];
+            b[..4].copy_from_slice(&i.to_be_bytes());
+            Bytes::from(b)
+        };
+        for i in 0..300 {
+            producer
+                .send_raw(proto::MessageMetadata::default(), body(i), 1)
+                .await;
+        }
+        let relay = client_builder(&broker)
+            .memory_limit(1024 * 1024)
+            .build()
+            .await
+            .expect("client");
+        let mut c = shared(&relay, &from, "relay", 1000).await;
+        let mut out = shared(&feeder, &to, "check", 1000).await;
+        let forward = relay
+            .producer(&to)
+            .batching(false)
+            .create()
+            .await
+            .expect("producer");
+        for _ in 0..300 {
+            let m = c.receive().await.expect("receive");
+            let receipt = forward.send(m.payload().clone()).await.expect("queued");
+            receipt.await.expect("relayed");
+            c.ack(&m).await.expect("ack");
+        }
+        for i in 0..300 {
+            let m = out.receive().await.expect("receive relayed");
+            assert_eq!(m.payload()[..], body(i)[..], "relayed in order, whole");
+        }
+    })
+    .await;
+}
