@@ -205,6 +205,16 @@ async fn a_topic_given_up_is_reported_once_and_the_others_go_on() {
             .await;
         let m = consumer.receive().await.expect("the first topic goes on");
         assert_eq!(m.id(), MessageId::new(1, 8));
+        // Nothing goes out under the lost topic's dead consumer id: an
+        // unsubscribe asks for the first topic only.
+        let script = async {
+            let unsubscribe = broker.expect(Type::Unsubscribe).await;
+            let body = unsubscribe.command.unsubscribe.as_ref().expect("body");
+            assert_eq!(body.consumer_id, ids[0]);
+            broker.send(answer::success(body.request_id)).await;
+        };
+        let (unsubscribed, ()) = tokio::join!(consumer.unsubscribe(), script);
+        unsubscribed.expect("unsubscribed");
     })
     .await;
 }

@@ -453,3 +453,38 @@ async fn a_receive_loop_over_a_full_queue_lets_other_tasks_run() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_flow_held_back_for_memory_never_goes_out_under_a_lost_consumer_id() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("withheld flow across a reconnect", async {
+        let (mut broker, id, mut consumer) =
+            shared_consumer(&net, &mut svc, Some(200_000), 4).await;
+        assert_eq!(expect_flow(&mut broker).await, (id, 4));
+        let big = vec![1_u8; 60_000];
+        broker
+            .send_frame(sized_batch(id, 2, &[&big, &big, &big, &big]))
+            .await;
+        // Half the queue taken, 120 kB still queued past the queues' 100 kB
+        // share: the FLOW due waits.
+        for _ in 0..2 {
+            consumer.receive().await.expect("receive");
+        }
+        // The subscription is lost; its queue is dropped, which frees the
+        // memory, while the new SUBSCRIBE waits for its LOOKUP's answer.
+        broker.send(super::reconnect::close_consumer(id)).await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let quiet = tokio::time::timeout(Duration::from_secs(5), broker.recv()).await;
+        assert!(
+            quiet.is_err(),
+            "nothing may go out under the lost consumer id: {quiet:?}"
+        );
+        super::reconnect::answer_lookup_here(&mut broker, &lookup).await;
+        let subscribe = broker.expect(Type::Subscribe).await;
+        let body = subscribe.command.subscribe.as_ref().expect("body");
+        broker.send(answer::success(body.request_id)).await;
+        assert_eq!(expect_flow(&mut broker).await, (body.consumer_id, 4));
+    })
+    .await;
+}

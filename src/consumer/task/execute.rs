@@ -11,7 +11,10 @@ impl Driver {
     /// pass answer the acks waiting for them (see `acks.rs`).
     pub(super) async fn run_actions(&mut self, index: usize) {
         self.sync_memory(index);
-        if self.resubscribes.is_running(index) || self.subs[index].removed {
+        let sub = &self.subs[index];
+        // No consumer under its id on the broker: the actions wait (for the
+        // new consumer id), or stay, for a partition given up.
+        if self.resubscribes.is_running(index) || sub.removed || sub.lost {
             return;
         }
         let receipts = self.settings.ack_receipts;
@@ -135,16 +138,24 @@ impl Driver {
         self.send_flight(index, flight);
     }
 
+    /// Sends the request `build` makes to every sub that has a consumer on
+    /// the broker (not one whose topic is gone, nor one given up: the
+    /// broker knows no consumer under its id, and pulsar-lite closes the
+    /// connection for such a command); returns each answer with its sub.
     async fn request_each(
         &mut self,
         op: &'static str,
-        which: impl Fn(&Sub) -> bool,
         build: impl Fn(ConsumerId, crate::ids::RequestId) -> crate::proto::BaseCommand,
-    ) -> Result<Vec<Response>, ConsumerError> {
+    ) -> Result<Vec<(usize, Response)>, ConsumerError> {
         // Issued while subscribing again: wait for it (bounded).
         self.settle_resubscribes(op).await?;
         let mut out = Vec::new();
-        for sub in self.subs.iter().filter(|s| !s.removed && which(s)) {
+        let held = self
+            .subs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.removed && !s.lost);
+        for (index, sub) in held {
             let answer = sub
                 .conn
                 .request(op, |request| build(sub.id, request))
@@ -154,7 +165,7 @@ impl Driver {
                     topic: sub.name.to_string(),
                     source,
                 })?;
-            out.push(answer);
+            out.push((index, answer));
         }
         Ok(out)
     }
@@ -239,15 +250,14 @@ impl Driver {
                 count: self.subs.len(),
             });
         }
+        if self.subs[0].lost {
+            return Err(self.lost_error(0));
+        }
         let answer = self
-            .request_each(
-                "GET_LAST_MESSAGE_ID",
-                |_| true,
-                commands::get_last_message_id,
-            )
+            .request_each("GET_LAST_MESSAGE_ID", commands::get_last_message_id)
             .await?;
         let partition = self.subs[0].partition;
-        match answer.into_iter().next() {
+        match answer.into_iter().next().map(|(_, answer)| answer) {
             Some(Response::GetLastMessageIdResponse(r)) => {
                 Ok(MessageId::from_proto(&r.last_message_id).with_partition(partition))
             }
@@ -266,11 +276,9 @@ impl Driver {
             return Ok(true);
         }
         let op = "GET_LAST_MESSAGE_ID";
-        let answers = self
-            .request_each(op, |_| true, commands::get_last_message_id)
-            .await?;
-        let live = (0..self.subs.len()).filter(|i| !self.subs[*i].removed);
-        for (index, answer) in live.zip(answers) {
+        // A partition given up has nothing more to deliver.
+        let answers = self.request_each(op, commands::get_last_message_id).await?;
+        for (index, answer) in answers {
             let sub = &self.subs[index];
             let Response::GetLastMessageIdResponse(r) = answer else {
                 return Err(ConsumerError::UnexpectedResponse {
@@ -290,7 +298,8 @@ impl Driver {
     }
 
     pub(super) async fn unsubscribe(&mut self) -> Result<(), ConsumerError> {
-        self.request_each("UNSUBSCRIBE", |_| true, commands::unsubscribe)
+        // A partition given up has no consumer to unsubscribe with.
+        self.request_each("UNSUBSCRIBE", commands::unsubscribe)
             .await
             .map(drop)
     }

@@ -105,11 +105,11 @@ impl Driver {
     /// its whole queue anew).
     async fn send_withheld(&self, released: WithheldFlows) {
         for (index, consumer, permits) in released {
-            let Some(sub) = self
-                .subs
-                .get(index)
-                .filter(|s| s.id == consumer && !s.removed)
-            else {
+            // Not while it subscribes again (its id is the old one still),
+            // nor once given up: no consumer under that id on the broker.
+            let Some(sub) = self.subs.get(index).filter(|s| {
+                s.id == consumer && !s.removed && !s.lost && !self.resubscribes.is_running(index)
+            }) else {
                 continue;
             };
             trace!(topic = %sub.name, permits, "FLOW held back goes out");
