@@ -242,3 +242,138 @@ async fn an_operation_timeout_of_duration_max_begins_and_commits() {
     })
     .await;
 }
+
+/// The ADD_SUBSCRIPTION_TO_TXN_RESPONSE for request `request`: added.
+fn subscription_added(request: u64) -> pulsar_wire::proto::BaseCommand {
+    pulsar_wire::proto::BaseCommand {
+        r#type: Type::AddSubscriptionToTxnResponse as i32,
+        add_subscription_to_txn_response: Some(Box::new(
+            pulsar_wire::proto::CommandAddSubscriptionToTxnResponse {
+                request_id: request,
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+/// The ACK_RESPONSE of consumer `consumer` for request `request`.
+fn acked(consumer: u64, request: u64) -> pulsar_wire::proto::BaseCommand {
+    pulsar_wire::proto::BaseCommand {
+        r#type: Type::AckResponse as i32,
+        ack_response: Some(Box::new(pulsar_wire::proto::CommandAckResponse {
+            consumer_id: consumer,
+            request_id: Some(request),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Answers a LOOKUP (the next frame) and the SUBSCRIBE and FLOW after it;
+/// returns the consumer id.
+async fn subscription(broker: &mut FakeBroker) -> u64 {
+    let lookup = broker.expect(Type::Lookup).await;
+    answer_lookup_here(broker, &lookup).await;
+    subscribed(broker).await
+}
+
+/// Answers the SUBSCRIBE (the next frame) and the FLOW after it; returns
+/// the consumer id.
+async fn subscribed(broker: &mut FakeBroker) -> u64 {
+    let subscribe = broker.expect(Type::Subscribe).await;
+    let body = subscribe.command.subscribe.as_ref().expect("body");
+    broker.send(answer::success(body.request_id)).await;
+    broker.expect(Type::Flow).await;
+    body.consumer_id
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ack_in_a_transaction_while_its_partition_subscribes_again_goes_under_the_new_id() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut broker) = client(&net, &mut svc).await;
+    guard("transactional ack across a resubscribe", async {
+        let topic = "persistent://public/default/txn-acked";
+        let subscribing = tokio::spawn({
+            let client = client.clone();
+            async move {
+                client
+                    .consumer(topic, "s")
+                    .subscription_type(pulsar_wire::consumer::SubscriptionType::Shared)
+                    .subscribe()
+                    .await
+            }
+        });
+        let metadata = broker.expect(Type::PartitionedMetadata).await;
+        broker
+            .send(answer::partitions(request_id(&metadata), 0))
+            .await;
+        let old = subscription(&mut broker).await;
+        let mut consumer = subscribing.await.expect("task").expect("subscribe");
+
+        let begin = tokio::spawn({
+            let client = client.clone();
+            async move { client.transaction().begin().await }
+        });
+        let metadata = broker.expect(Type::PartitionedMetadata).await;
+        broker
+            .send(answer::partitions(request_id(&metadata), 1))
+            .await;
+        let new_txn = attach_coordinator(&mut broker).await;
+        broker
+            .send(answer::new_txn(request_id(&new_txn), 0, 9))
+            .await;
+        let txn = begin.await.expect("task").expect("begin");
+
+        let mut message = crate::consume::message(old, 1, "m", pulsar_wire::wire::Checksum::Valid);
+        if let Some(m) = message.command.message.as_mut() {
+            m.consumer_id = old;
+        }
+        broker.send_frame(message).await;
+        let m = consumer.receive().await.expect("receive");
+        // The partition is lost and subscribes again; the application acks
+        // in the transaction meanwhile.
+        broker
+            .send(crate::consume::reconnect::close_consumer(old))
+            .await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let acking = tokio::spawn({
+            let (consumer, txn) = (consumer.clone(), txn.clone());
+            async move { consumer.ack_in(&txn, &m).await }
+        });
+        let quiet = tokio::time::timeout(Duration::from_secs(1), broker.recv()).await;
+        assert!(
+            quiet.is_err(),
+            "nothing under the old consumer id: {quiet:?}"
+        );
+        answer_lookup_here(&mut broker, &lookup).await;
+        let new = subscribed(&mut broker).await;
+        let add = broker.expect(Type::AddSubscriptionToTxn).await;
+        let request = add
+            .command
+            .add_subscription_to_txn
+            .as_ref()
+            .expect("body")
+            .request_id;
+        broker.send(subscription_added(request)).await;
+        let ack = broker.expect(Type::Ack).await;
+        let body = ack.command.ack.as_ref().expect("body");
+        assert_eq!(body.consumer_id, new, "under the new consumer id");
+        broker
+            .send(acked(new, body.request_id.expect("a request")))
+            .await;
+        acking
+            .await
+            .expect("task")
+            .expect("acked in the transaction");
+
+        let commit = tokio::spawn(async move { txn.commit().await });
+        let end = broker.expect(Type::EndTxn).await;
+        let body = end.command.end_txn.as_ref().expect("body");
+        assert_eq!(body.txn_action, Some(0), "a commit, not an abort");
+        broker.send(answer::end_txn(body.request_id)).await;
+        commit.await.expect("task").expect("committed");
+    })
+    .await;
+}

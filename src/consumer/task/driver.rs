@@ -406,7 +406,7 @@ impl Driver {
                     txn,
                     on_end,
                 };
-                self.ack_in_txn(&topic, ack, reply);
+                Box::pin(self.ack_in_txn(&topic, ack, reply)).await;
             }
             Command::Nack {
                 topic,

@@ -66,14 +66,23 @@ fn refused(topic: &str, txn: TxnId, source: ConnectionError) -> ConsumerError {
 
 impl Driver {
     /// Sends `ack` on `topic`'s subscription, in the background: adds the
-    /// subscription to the transaction, then sends the ACK as a request.
-    pub(super) fn ack_in_txn(&mut self, topic: &str, ack: TxnAck, reply: Reply<()>) {
+    /// subscription to the transaction, then sends the ACK as a request. A
+    /// partition that subscribes again is waited for first (at most the
+    /// operation timeout), so the ACK goes out under its new consumer id:
+    /// one sent under the old id would fail, and the commit with it.
+    pub(super) async fn ack_in_txn(&mut self, topic: &str, ack: TxnAck, reply: Reply<()>) {
         let Some(index) = self.find(topic) else {
             let _ = reply.send(Err(ConsumerError::ForeignMessage {
                 topic: topic.to_owned(),
             }));
             return;
         };
+        if self.resubscribes.is_running(index) {
+            if let Err(e) = self.settle_resubscribes("ACK").await {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        }
         if self.subs[index].lost {
             let _ = reply.send(Err(self.lost_error(index)));
             return;
