@@ -65,6 +65,7 @@ pub use redrive::{
 };
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
+pub use unpack::MAX_BATCH_MEMBERS;
 
 use std::future::Future;
 use std::pin::Pin;

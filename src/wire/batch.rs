@@ -68,6 +68,16 @@ pub enum BatchError {
         /// The announced size.
         size: i32,
     },
+    /// The batch announces more members than a consumer takes from one
+    /// entry (each becomes a message of its own, so the count, not the
+    /// bytes, decides what unpacking the entry holds at once).
+    #[error("batch announces {count} members, more than the {max} taken from one entry")]
+    TooManyMembers {
+        /// Members announced.
+        count: i32,
+        /// The most taken from one entry.
+        max: u32,
+    },
     /// Bytes are left over after the last announced member.
     #[error("{left} bytes left after the {count} announced batch members")]
     TrailingBytes {
