@@ -1,18 +1,19 @@
 //! Hostile counts (paused clock): a batch whose members are empty, so one
 //! entry would become a million messages, and the batches a consumer
-//! must still take whole. Each hostile entry is reported or given up with
+//! must still take whole; empty messages counted against the memory limit. Each hostile entry is reported or given up with
 //! the heap bounded (measured with the probe in `hostile.rs`), and the
 //! connection stays up.
 
 use bytes::{Bytes, BytesMut};
+use pulsar_wire::ClientBuilder;
 use pulsar_wire::MessageId;
-use pulsar_wire::consumer::{Consumer, MAX_BATCH_MEMBERS, SubscriptionType};
+use pulsar_wire::consumer::{Consumer, ConsumerBuilder, MAX_BATCH_MEMBERS, SubscriptionType};
 use pulsar_wire::proto::SingleMessageMetadata;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::ValidationError;
 use pulsar_wire::wire::{Checksum, batch};
 
-use super::consume::{message, subscribed};
+use super::consume::{message, subscribed, subscribed_through};
 use super::hostile::{MIB, peak_heap};
 use super::hostile_entries::{entry, meta};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork};
@@ -58,6 +59,48 @@ async fn a_batch_of_a_million_empty_members_is_reported_with_the_heap_bounded() 
         // client's decoder; a million messages would be hundreds of MiB.
         assert!(peak < 16 * MIB, "{} MiB of heap at the peak", peak / MIB);
         still_connected(&mut consumer, &mut broker, id).await;
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn empty_messages_count_against_the_memory_limit() {
+    let net = FakeNetwork::new();
+    guard("empty messages", async {
+        // Each queued message counts a few hundred bytes of bookkeeping:
+        // a thousand empty ones hold far more than the 100 kB limit.
+        let limit = |c: ClientBuilder| c.memory_limit(100_000);
+        let shared = |b: ConsumerBuilder| b.subscription_type(SubscriptionType::Shared);
+        let (_client, mut consumer, mut broker, id) = subscribed_through(&net, limit, shared).await;
+        for entry_id in 0..1000 {
+            broker
+                .send_frame(message(id, entry_id, "", Checksum::Valid))
+                .await;
+        }
+        let mut taken = Vec::new();
+        for _ in 0..500 {
+            taken.push(consumer.receive().await.expect("message"));
+        }
+        // Half the queue taken: a FLOW is due, but the 500 still queued
+        // keep the limit reached, so it waits. The next frame is the ACK.
+        consumer.ack(&taken[0]).await.expect("ack");
+        let ack = broker.expect(Type::Ack).await;
+        assert_eq!(ack.command.ack.expect("body").message_id[0].entry_id, 0);
+        for _ in 500..1000 {
+            taken.push(consumer.receive().await.expect("message"));
+        }
+        // The queue emptied: the permits of all thousand go back.
+        let mut granted = 0;
+        while granted < 1000 {
+            granted += flow(&mut broker).await;
+        }
+        assert_eq!(granted, 1000);
+        let ids: Vec<_> = taken.iter().map(|m| m.id().entry_id).collect();
+        assert_eq!(
+            ids,
+            (0..1000).collect::<Vec<_>>(),
+            "nothing lost on the way"
+        );
     })
     .await;
 }
