@@ -1,19 +1,20 @@
 //! Hostile counts (paused clock): a batch whose members are empty, so one
 //! entry would become a million messages, and the batches a consumer
-//! must still take whole; empty messages counted against the memory limit. Each hostile entry is reported or given up with
-//! the heap bounded (measured with the probe in `hostile.rs`), and the
-//! connection stays up.
+//! must still take whole; empty messages counted against the memory limit;
+//! chunks that lie about the size or the chunks of their message, and a
+//! message over the bound on the bytes being assembled. Each hostile entry
+//! is reported or given up with the heap bounded (measured with the probe
+//! in `hostile.rs`), and the connection stays up.
 
 use bytes::{Bytes, BytesMut};
-use pulsar_wire::ClientBuilder;
-use pulsar_wire::MessageId;
 use pulsar_wire::consumer::{Consumer, ConsumerBuilder, MAX_BATCH_MEMBERS, SubscriptionType};
-use pulsar_wire::proto::SingleMessageMetadata;
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::ValidationError;
-use pulsar_wire::wire::{Checksum, batch};
+use pulsar_wire::proto::{self, SingleMessageMetadata};
+use pulsar_wire::wire::{Checksum, Frame, batch};
+use pulsar_wire::{ClientBuilder, ConsumerError, MessageId};
 
-use super::consume::{message, subscribed, subscribed_through};
+use super::consume::{TOPIC, message, subscribed, subscribed_client, subscribed_through};
 use super::hostile::{MIB, peak_heap};
 use super::hostile_entries::{entry, meta};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork};
@@ -140,6 +141,103 @@ async fn batches_of_ten_thousand_members_and_of_the_most_taken_arrive_whole() {
             consumer.try_receive().await.expect("open").is_none(),
             "nothing more"
         );
+    })
+    .await;
+}
+
+/// 2100-01-01: no chunk here is older than the incomplete-message expiry,
+/// so none is acked for being an orphan.
+const PUBLISHED: u64 = 4_102_444_800_000;
+
+/// Chunk `chunk_id` of `num` of message `uuid` at entry `at`, announcing
+/// `total` bytes for the message and carrying `data`.
+fn chunk(
+    consumer: u64,
+    at: u64,
+    (uuid, chunk_id, num): (&str, i32, i32),
+    total: Option<i32>,
+    data: Bytes,
+) -> Frame {
+    let metadata = proto::MessageMetadata {
+        uuid: Some(uuid.into()),
+        chunk_id: Some(chunk_id),
+        num_chunks_from_msg: Some(num),
+        total_chunk_msg_size: total,
+        publish_time: PUBLISHED,
+        ..meta(None, 0, None)
+    };
+    entry(consumer, at, metadata, data)
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunks_that_lie_about_their_message_are_held_with_the_heap_bounded() {
+    let net = FakeNetwork::new();
+    guard("lying chunks", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        let part = Bytes::from(vec![7_u8; MIB]);
+        let liars = [
+            ("past its announced size", Some(10), 64),
+            ("more chunks than the bound holds ids for", None, i32::MAX),
+            ("more bytes than the bound", Some(i32::MAX), 1000),
+        ];
+        let mut at = 1000;
+        for (what, total, num) in liars {
+            let ((), peak) = peak_heap(async {
+                // 48 MiB, none the last chunk: every byte would be held.
+                for chunk_id in 0..48 {
+                    let frame = chunk(id, at, (what, chunk_id, num), total, part.clone());
+                    broker.send_frame(frame).await;
+                    at += 1;
+                    // Its permit comes back, and nothing is acked first.
+                    assert_eq!(flow(&mut broker).await, 1, "{what}");
+                }
+            })
+            .await;
+            assert!(peak < 16 * MIB, "{what}: {} MiB of heap", peak / MIB);
+        }
+        still_connected(&mut consumer, &mut broker, id).await;
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_over_the_chunk_bound_is_held_and_a_smaller_one_arrives_whole() {
+    let net = FakeNetwork::new();
+    guard("chunk bound", async {
+        let setup = |b: ConsumerBuilder| {
+            b.subscription_type(SubscriptionType::Shared)
+                .max_pending_chunked_bytes(3 * MIB)
+        };
+        let (client, mut consumer, mut broker, id) = subscribed_client(&net, setup).await;
+        let part = Bytes::from(vec![1_u8; MIB]);
+        let mib = MIB as i32;
+        // x: 4 MiB in 4 chunks, over the bound; y: 2 MiB in 2.
+        let chunks = [("x", 4, 1), ("y", 2, 10)]
+            .map(|(uuid, n, first)| (0..n).map(move |k| (uuid, k, n, first + k as u64)));
+        for (uuid, k, n, at) in chunks.into_iter().flatten() {
+            let frame = chunk(id, at, (uuid, k, n), Some(n * mib), part.clone());
+            broker.send_frame(frame).await;
+        }
+        let y = consumer.receive().await.expect("y");
+        assert_eq!(
+            (y.id(), y.payload().len()),
+            (MessageId::new(1, 10), 2 * MIB)
+        );
+        // x was refused at its first chunk: every chunk of it held, none
+        // acked; each chunk but y's last gave its permit back.
+        for _ in 0..5 {
+            assert_eq!(flow(&mut broker).await, 1);
+        }
+
+        let refused = client
+            .consumer(TOPIC, "other")
+            .max_pending_chunked_bytes(0)
+            .subscribe()
+            .await;
+        assert!(matches!(
+            refused,
+            Err(ConsumerError::ZeroPendingChunkedBytes)
+        ));
     })
     .await;
 }
