@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::error::ConsumerError;
-use super::message::Message;
+use super::message::{MESSAGE_OVERHEAD, Message};
 
 /// What one [`receive_batch`](super::Consumer::receive_batch) waits for:
 /// it returns once `max_messages` are queued, or `max_bytes` of payload,
@@ -80,20 +80,32 @@ impl BatchReceivePolicy {
         }
     }
 
-    /// Whether `queued` messages of `bytes` fill a batch.
+    /// Whether `queued` messages the receiver queue counts as `bytes` fill
+    /// a batch.
     pub(crate) fn is_full(&self, queued: usize, bytes: usize) -> bool {
-        self.max_messages.is_some_and(|n| queued >= n) || self.max_bytes.is_some_and(|n| bytes >= n)
+        let payload = payload_of(queued, bytes);
+        self.max_messages.is_some_and(|n| queued >= n)
+            || self.max_bytes.is_some_and(|n| payload >= n)
     }
 
-    /// Whether a message of `bytes` may join a batch of `count` messages
-    /// of `total` bytes (the first always may).
+    /// Whether a message the receiver queue counts as `bytes` may join a
+    /// batch of `count` messages it counts as `total` (the first always
+    /// may).
     pub(crate) fn fits(&self, count: usize, total: usize, bytes: usize) -> bool {
+        let (total, bytes) = (payload_of(count, total), payload_of(1, bytes));
         count == 0
             || (self.max_messages.is_none_or(|n| count < n)
                 && self
                     .max_bytes
                     .is_none_or(|n| total.saturating_add(bytes) <= n))
     }
+}
+
+/// The payload bytes of `count` messages the receiver queue counts as
+/// `bytes`: it counts each with [`MESSAGE_OVERHEAD`], which a batch's byte
+/// bound leaves out (it bounds payload, as Java's `maxNumBytes`).
+fn payload_of(count: usize, bytes: usize) -> usize {
+    bytes.saturating_sub(count.saturating_mul(MESSAGE_OVERHEAD))
 }
 
 /// The messages one [`receive_batch`](super::Consumer::receive_batch)
@@ -140,6 +152,12 @@ impl<'a> IntoIterator for &'a Messages {
 mod tests {
     use super::*;
 
+    /// What the receiver queue counts for `n` messages of `payload` bytes
+    /// in all.
+    fn counted(n: usize, payload: usize) -> usize {
+        payload + n * MESSAGE_OVERHEAD
+    }
+
     #[test]
     fn a_batch_is_full_at_either_bound_and_always_takes_one() {
         let policy = BatchReceivePolicy {
@@ -147,13 +165,18 @@ mod tests {
             max_bytes: Some(100),
             timeout: None,
         };
-        assert!(!policy.is_full(2, 99));
-        assert!(policy.is_full(3, 0));
-        assert!(policy.is_full(1, 100));
-        assert!(policy.fits(0, 0, 1_000), "the first message always fits");
-        assert!(policy.fits(1, 50, 50));
-        assert!(!policy.fits(1, 50, 51), "past the byte bound");
-        assert!(!policy.fits(3, 0, 0), "past the message bound");
+        assert!(!policy.is_full(2, counted(2, 99)), "payload bytes only");
+        assert!(policy.is_full(3, counted(3, 0)));
+        assert!(policy.is_full(1, counted(1, 100)));
+        let first = counted(1, 1_000);
+        assert!(policy.fits(0, 0, first), "the first message always fits");
+        assert!(policy.fits(1, counted(1, 50), counted(1, 50)));
+        let past = counted(1, 51);
+        assert!(!policy.fits(1, counted(1, 50), past), "past the byte bound");
+        assert!(
+            !policy.fits(3, counted(3, 0), counted(1, 0)),
+            "past the message bound"
+        );
     }
 
     #[test]

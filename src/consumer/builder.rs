@@ -489,9 +489,33 @@ impl ConsumerBuilder {
         self
     }
 
+    /// How many bytes the chunked messages being assembled may hold, per
+    /// partition (default [`DEFAULT_MAX_PENDING_CHUNKED_BYTES`], 64 MiB, the
+    /// client's default memory limit; the Java client has no such bound).
+    /// Each chunk counts its payload and a few dozen bytes for its id.
+    ///
+    /// A chunk that does not fit drops the oldest other incomplete
+    /// messages, as [`max_pending_chunked_messages`](Self::max_pending_chunked_messages)
+    /// does. A message that cannot be assembled within the bound (or whose
+    /// chunks bring more bytes than its `total_chunk_msg_size` announces) is
+    /// given up with a warning: its chunks stay unacked, never acked, and
+    /// the ack timeout or a reconnect brings them back. Raise it to receive
+    /// chunked messages larger than 64 MiB.
+    ///
+    /// [`DEFAULT_MAX_PENDING_CHUNKED_BYTES`]: super::DEFAULT_MAX_PENDING_CHUNKED_BYTES
+    ///
+    /// # Errors
+    /// [`subscribe`](Self::subscribe) fails with
+    /// [`ConsumerError::ZeroPendingChunkedBytes`] for 0.
+    pub fn max_pending_chunked_bytes(mut self, bytes: usize) -> Self {
+        self.chunks.max_pending_bytes = bytes;
+        self
+    }
+
     /// Acks the chunks of the oldest incomplete chunked message when
     /// [`max_pending_chunked_messages`](Self::max_pending_chunked_messages)
-    /// drops it (default false: they stay unacked).
+    /// or [`max_pending_chunked_bytes`](Self::max_pending_chunked_bytes)
+    /// drops it to make room (default false: they stay unacked).
     pub fn auto_ack_oldest_chunked_message_on_queue_full(mut self, enabled: bool) -> Self {
         self.chunks.auto_ack_oldest_on_full = enabled;
         self
@@ -567,6 +591,9 @@ impl ConsumerBuilder {
         }
         if self.max_total_receiver_queue_size == 0 {
             return Err(ConsumerError::ZeroTotalReceiverQueue);
+        }
+        if self.chunks.max_pending_bytes == 0 {
+            return Err(ConsumerError::ZeroPendingChunkedBytes);
         }
         self.batch_receive.validate()?;
         if self.receiver_queue_size == 0 && self.pattern.is_some() {

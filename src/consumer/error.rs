@@ -61,6 +61,10 @@ pub enum ConsumerError {
     /// The bound on the receiver queues across partitions must be at least 1.
     #[error("max_total_receiver_queue_size_across_partitions must be at least 1")]
     ZeroTotalReceiverQueue,
+    /// The bound on the bytes of chunked messages being assembled must be
+    /// at least 1.
+    #[error("max_pending_chunked_bytes must be at least 1")]
+    ZeroPendingChunkedBytes,
     /// A batch receive policy without any bound: no message count, no byte
     /// size and no timeout.
     #[error("a batch receive policy needs a message count, a byte size or a timeout")]

@@ -186,17 +186,62 @@ impl Message {
     }
 }
 
+/// What a queued message holds beyond its payload: its shared fields (with
+/// the reference counts of their allocation), its slot in the receiver
+/// queue, and its entry in the queue's id set (the id, with room for the
+/// table's control bytes and spare capacity). Its key and properties are
+/// not counted: they come from its entry, which the broker's max message
+/// size bounds.
+pub(crate) const MESSAGE_OVERHEAD: usize = std::mem::size_of::<MessageFields>()
+    + 2 * std::mem::size_of::<usize>()
+    + std::mem::size_of::<crate::consumer::core::actions::Incoming<Message>>()
+    + std::mem::size_of::<MessageId>()
+    + std::mem::size_of::<u64>();
+
 impl crate::consumer::core::receiver_queue::QueuedBytes for Message {
-    /// The payload: what the receiver queue holds of it against the
-    /// client's memory limit and a batch receive's byte bound.
+    /// The payload and [`MESSAGE_OVERHEAD`]: what the receiver queue holds
+    /// of it against the client's memory limit (a batch receive's byte
+    /// bound takes the overhead off again, see `batch_receive.rs`).
     fn queued_bytes(&self) -> usize {
-        self.0.payload.len()
+        self.0.payload.len() + MESSAGE_OVERHEAD
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consumer::core::receiver_queue::QueuedBytes as _;
+
+    fn with_payload(payload: Bytes) -> Message {
+        Message(std::sync::Arc::new(MessageFields {
+            id: MessageId::new(3, 4),
+            topic: "persistent://public/default/t".into(),
+            payload,
+            key: None,
+            key_is_base64: false,
+            ordering_key: None,
+            properties: HashMap::new(),
+            event_time: None,
+            publish_time: 8,
+            producer_name: "p".into(),
+            sequence_id: 9,
+            redelivery_count: 0,
+            null_value: false,
+            batch_size: None,
+            undecoded: None,
+            schema_version: None,
+            last_chunk: None,
+        }))
+    }
+
+    #[test]
+    fn a_queued_message_counts_its_bookkeeping_with_its_payload() {
+        let empty = with_payload(Bytes::new());
+        assert_eq!(empty.queued_bytes(), MESSAGE_OVERHEAD);
+        assert!(MESSAGE_OVERHEAD > std::mem::size_of::<MessageFields>());
+        let five = with_payload(Bytes::from_static(b"hello"));
+        assert_eq!(five.queued_bytes(), 5 + MESSAGE_OVERHEAD);
+    }
 
     #[test]
     fn accessors_return_what_was_stored_without_copying_the_payload() {

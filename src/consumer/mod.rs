@@ -41,7 +41,8 @@ pub(crate) mod unpack;
 mod tests;
 
 pub use self::core::chunks::{
-    DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_MESSAGES,
+    DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_BYTES,
+    DEFAULT_MAX_PENDING_CHUNKED_MESSAGES,
 };
 pub use self::core::config::{DEFAULT_REWIND_MIN_DELAY, SubscriptionType};
 pub use self::core::dead_letter::{self, DeadLetterCutoff, DeadLetterPolicy};
@@ -65,6 +66,7 @@ pub use redrive::{
 };
 pub use run::{Outcome, RunOptions};
 pub use subscribe::{HashRange, InitialPosition, KeySharedPolicy};
+pub use unpack::MAX_BATCH_MEMBERS;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -154,7 +156,7 @@ impl ConsumerBuilder {
     /// Caller misuse first, before any IO: [`ConsumerError::NoTopic`],
     /// [`ConsumerError::InvalidTopic`], [`ConsumerError::EmptySubscription`],
     /// [`ConsumerError::ZeroQueueNeedsOneTopic`], [`ConsumerError::ZeroTotalReceiverQueue`],
-    /// [`ConsumerError::UnboundedBatchReceive`], [`ConsumerError::NegativePriority`],
+    /// [`ConsumerError::ZeroPendingChunkedBytes`], [`ConsumerError::UnboundedBatchReceive`], [`ConsumerError::NegativePriority`],
     /// the Key_Shared policy errors, [`ConsumerError::Config`] for a delivery
     /// setting the core refuses (or a dead-letter policy on Exclusive or
     /// Failover). Then [`ConsumerError::Client`] if a

@@ -9,7 +9,8 @@
 //! # A bad entry is reported, not redelivered
 //!
 //! An entry whose checksum does not match, that does not decompress, or
-//! whose batch does not parse is never handed to the application. The
+//! whose batch does not parse (or announces more than
+//! [`MAX_BATCH_MEMBERS`] members) is never handed to the application. The
 //! driver reports it with `CommandAck` carrying the
 //! [`ValidationError`] of [`UnpackError::validation_error`], as the Java
 //! client does. We chose reporting over redelivery because the broker
@@ -43,6 +44,19 @@ use crate::proto::command_ack::ValidationError;
 use crate::proto::{KeyValue, MessageMetadata};
 use crate::wire::batch::{self, BatchError};
 use crate::wire::{Checksum, Payload};
+
+/// The most members a consumer takes from one batched entry; a batch that
+/// announces more is refused as a batch that does not parse, before any
+/// member is read.
+///
+/// Each member becomes a [`Message`] of its own, with its queue slot and
+/// ack bookkeeping: several hundred bytes whatever its payload, so an entry
+/// of up to the broker's `max_message_size` (5 MiB) of empty members would
+/// otherwise make more than a million at once. 100,000 is a hundred times
+/// the Java producer's default batch (`batchingMaxMessages`, 1000) and twice
+/// the broker's default `maxUnackedMessagesPerConsumer` (50,000); the broker
+/// itself puts no bound on the members of an entry.
+pub const MAX_BATCH_MEMBERS: u32 = 100_000;
 
 /// An entry that cannot be handed to the application.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +168,8 @@ pub(crate) struct Unpacked {
 /// # Errors
 /// An [`UnpackError`] for a checksum mismatch, an encrypted entry to
 /// discard, a payload that does not decompress to its announced size (or announces
-/// more than `max_size`), or a batch that does not split.
+/// more than `max_size`), or a batch that does not split or announces more
+/// than [`MAX_BATCH_MEMBERS`].
 pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
     let id = d.message_id.with_partition(d.partition).entry();
     // Read where it was decoded: the payload stays in its box.
@@ -197,6 +212,16 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
             batch_size: None,
             skipped: Vec::new(),
         });
+    }
+    let too_many = metadata
+        .num_messages_in_batch
+        .filter(|count| i64::from(*count) > i64::from(MAX_BATCH_MEMBERS));
+    if let Some(count) = too_many {
+        let source = BatchError::TooManyMembers {
+            count,
+            max: MAX_BATCH_MEMBERS,
+        };
+        return Err(UnpackError::Batch { id, source });
     }
     let data = known
         .and_then(|codec| {

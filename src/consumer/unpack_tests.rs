@@ -218,6 +218,40 @@ fn a_batch_announcing_more_members_than_it_holds_is_refused() {
     );
 }
 
+/// A batch of `n` members of 4 bytes each: an empty metadata (payload
+/// size 0) and nothing else.
+fn empty_members(n: i32) -> Payload {
+    let meta = MessageMetadata {
+        num_messages_in_batch: Some(n),
+        ..metadata()
+    };
+    payload(meta, Bytes::from(vec![0_u8; 4 * n as usize]))
+}
+
+#[test]
+fn a_batch_of_more_members_than_a_consumer_takes_is_refused_before_any_is_made() {
+    let err = run(&topic(), &[], empty_members(1_000_000)).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            UnpackError::Batch {
+                source: BatchError::TooManyMembers {
+                    count: 1_000_000,
+                    max: MAX_BATCH_MEMBERS,
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.validation_error(),
+        ValidationError::BatchDeSerializeError
+    );
+    let at_the_bound = run(&topic(), &[], empty_members(MAX_BATCH_MEMBERS as i32)).expect("taken");
+    assert_eq!(at_the_bound.messages.len(), MAX_BATCH_MEMBERS as usize);
+}
+
 #[test]
 fn garbage_batches_never_panic() {
     let (meta, data) = batch(3);

@@ -68,6 +68,16 @@ pub enum BatchError {
         /// The announced size.
         size: i32,
     },
+    /// The batch announces more members than a consumer takes from one
+    /// entry (each becomes a message of its own, so the count, not the
+    /// bytes, decides what unpacking the entry holds at once).
+    #[error("batch announces {count} members, more than the {max} taken from one entry")]
+    TooManyMembers {
+        /// Members announced.
+        count: i32,
+        /// The most taken from one entry.
+        max: u32,
+    },
     /// Bytes are left over after the last announced member.
     #[error("{left} bytes left after the {count} announced batch members")]
     TrailingBytes {
@@ -166,10 +176,17 @@ impl Iterator for Members {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        // Bounded by what the bytes can hold (5 bytes at least per member),
-        // not by the untrusted count alone.
+        if self.failed {
+            return (0, Some(0));
+        }
+        // Bounded by what the bytes can hold (a member is 4 bytes at least:
+        // its metadata size, with empty metadata and payload), not by the
+        // untrusted count alone; one more item may be the error that ends
+        // them (a member cut short, or bytes past the last).
         let announced = usize::try_from(self.count - self.next).unwrap_or(0);
-        (0, Some(announced.min(self.rest.len() / 5 + 1)))
+        let left = announced.min(self.rest.len() / 4);
+        let error = usize::from(announced > 0 || !self.rest.is_empty());
+        (0, Some(left + error))
     }
 }
 
@@ -284,6 +301,37 @@ mod tests {
             Some(Err(BatchError::Truncated { index: 1, .. }))
         ));
         assert!(it.next().is_none());
+    }
+
+    /// `n` members of 4 bytes each: a metadata size of 0 and nothing else.
+    fn empty_members(n: usize) -> Bytes {
+        Bytes::from(vec![0_u8; 4 * n])
+    }
+
+    #[test]
+    fn the_size_hint_bounds_what_the_iterator_yields() {
+        let cases = [
+            (empty_members(10), 10),
+            (empty_members(10), 3),
+            (empty_members(2), 5),
+            (empty_members(0), 1),
+            (batch(&["a", "bc"]), 2),
+            (batch(&["a", "bc"]), 1),
+        ];
+        for (payload, count) in cases {
+            let total = members(payload.clone(), count).count();
+            let mut it = members(payload.clone(), count);
+            for taken in 0..=total {
+                let (_, upper) = it.size_hint();
+                let left = total - taken;
+                assert!(
+                    upper.is_some_and(|upper| left <= upper),
+                    "{left} items left, hint {upper:?} ({} bytes, count {count})",
+                    payload.len()
+                );
+                it.next();
+            }
+        }
     }
 
     #[test]

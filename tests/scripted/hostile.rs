@@ -9,9 +9,9 @@
 //! bounded memory and no panic; where the byte stream can no longer be
 //! trusted the connection is closed (every waiter sees the typed error) and
 //! a consumer subscribes again on a fresh one. Memory is checked with an
-//! allocation probe: the largest single allocation made on this test's
-//! thread (the runtime is current-thread, so the client's tasks run here
-//! too) while the hostile input is handled.
+//! allocation probe on this test's thread (the runtime is current-thread,
+//! so the client's tasks run here too) while the hostile input is handled:
+//! the largest single allocation, or the most heap held at once.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -27,32 +27,49 @@ use pulsar_wire::wire::{Checksum, Frame, FrameError, Payload, commands};
 use crate::common::fake_broker::{FakeBroker, answer};
 use crate::common::{guard, init_tracing};
 
-/// Counts nothing, remembers the largest allocation per thread.
+/// Remembers, per thread, the largest allocation and the most heap held
+/// at once (what the thread allocated less what it freed).
 struct Probe;
 
 thread_local! {
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
-fn note(size: usize) {
+/// An allocation of `size` bytes that took `grown` more bytes of heap
+/// (negative: gave some back).
+fn note(size: usize, grown: isize) {
     let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+    let live = LIVE.try_with(|live| {
+        live.set(live.get().saturating_add(grown));
+        live.get()
+    });
+    if let Ok(live) = live {
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live)));
+    }
+}
+
+fn signed(size: usize) -> isize {
+    isize::try_from(size).unwrap_or(isize::MAX)
 }
 
 // SAFETY: every call is passed on to the system allocator unchanged.
 unsafe impl GlobalAlloc for Probe {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
+        note(layout.size(), signed(layout.size()));
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
+        note(layout.size(), signed(layout.size()));
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
+        note(new_size, signed(new_size) - signed(layout.size()));
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(0, -signed(layout.size()));
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -66,6 +83,16 @@ pub(super) async fn largest_allocation<F: std::future::Future>(f: F) -> (F::Outp
     LARGEST.with(|l| l.set(0));
     let out = f.await;
     (out, LARGEST.with(Cell::get))
+}
+
+/// Runs `f` and returns its output with the most heap this thread held at
+/// once meanwhile, above what it held when `f` started.
+pub(super) async fn peak_heap<F: std::future::Future>(f: F) -> (F::Output, usize) {
+    let start = LIVE.with(Cell::get);
+    PEAK.with(|peak| peak.set(start));
+    let out = f.await;
+    let peak = PEAK.with(Cell::get);
+    (out, usize::try_from(peak - start).unwrap_or(0))
 }
 
 pub(super) const MIB: usize = 1 << 20;

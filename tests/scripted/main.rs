@@ -15,6 +15,7 @@ mod dead_letter;
 mod discovery;
 mod handshake;
 mod hostile;
+mod hostile_counts;
 mod hostile_entries;
 mod kit;
 mod limits;

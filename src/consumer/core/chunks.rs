@@ -11,7 +11,10 @@
 //! turns an ack or redelivery of the message into one of all its chunks,
 //! on this connection or the next (a reconnect or rewind drops only what
 //! is being assembled), until it is acked; at most
-//! [`MAX_REMEMBERED_CHUNKED_MESSAGES`] are remembered, oldest forgotten first.
+//! [`MAX_REMEMBERED_CHUNKED_MESSAGES`](remembered::MAX_REMEMBERED_CHUNKED_MESSAGES)
+//! messages and [`MAX_REMEMBERED_CHUNK_IDS`](remembered::MAX_REMEMBERED_CHUNK_IDS)
+//! chunk ids are remembered, oldest forgotten first (see
+//! `chunks_remembered.rs`).
 //!
 //! As the Java client (`ConsumerImpl.processMessageChunk`):
 //! - at most `max_pending` messages are being assembled; a new first chunk
@@ -27,75 +30,44 @@
 //!   are left unacked, and so is this one, unless its message was published
 //!   longer than `expiry` ago, when it is acked.
 //!
+//! Beyond the Java client, the bytes held are bounded, since a chunk's
+//! permit goes back at once and its metadata comes from the network: the
+//! messages being assembled hold at most `max_pending_bytes` (each chunk
+//! counts its payload and [`CHUNK_OVERHEAD`]).
+//! - A chunk that does not fit drops the oldest other messages being
+//!   assembled until it does, each as `max_pending` drops one (acked if
+//!   `auto_ack_oldest_on_full`, else held).
+//! - A message that cannot be assembled within the bound, or within the
+//!   size its chunks announce (`total_chunk_msg_size`, left out for
+//!   encrypted chunks: the Java producer encrypts each chunk after
+//!   splitting), is given up: its chunks so far and this one are held,
+//!   never acked. So is a first chunk whose message could never be: more
+//!   chunks than announced bytes, or an announced size or chunk count whose
+//!   bytes pass the bound. Its later chunks find no first chunk: held, or
+//!   acked if the message is older than `expiry` (the rule above).
+//!
 //! Every chunk but the one completing a message gives its permit back.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use tracing::warn;
 
-use super::actions::Action;
 use crate::message_id::MessageId;
 use crate::proto::MessageMetadata;
-use crate::wire::Payload;
 
-/// The Java client's `maxPendingChunkedMessage` default.
-pub const DEFAULT_MAX_PENDING_CHUNKED_MESSAGES: usize = 10;
+#[path = "chunks_limits.rs"]
+mod limits;
+#[path = "chunks_remembered.rs"]
+mod remembered;
 
-/// The Java client's `expireTimeOfIncompleteChunkedMessage` default.
-pub const DEFAULT_INCOMPLETE_CHUNK_EXPIRY: Duration = Duration::from_secs(60);
-
-/// At most this many assembled messages have their chunk ids remembered
-/// for an ack: handed out or queued and not acked yet, or asked for again
-/// and gone to another consumer. Past it the oldest assembled is forgotten;
-/// an ack of that one names its first chunk only, and its other chunks
-/// come back as chunks of no message, acked once the message is older than
-/// the incomplete-message expiry (held for the ack timeout without one).
-pub(crate) const MAX_REMEMBERED_CHUNKED_MESSAGES: usize = 10_000;
-
-/// How much larger than its (compressed) bytes an assembled message may
-/// decompress: an entry is limited by the broker's `max_message_size`, a
-/// chunked message only by this ratio to what arrived.
-const CHUNKED_DECOMPRESSION_RATIO: usize = 32;
-
-/// The largest uncompressed size to accept for `payload`: `max_message_size`
-/// for an entry, and for an assembled chunked message also
-/// [`CHUNKED_DECOMPRESSION_RATIO`] times its bytes.
-pub(crate) fn decompress_limit(max_message_size: usize, payload: &Payload) -> usize {
-    if payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1 {
-        max_message_size.max(
-            payload
-                .data
-                .len()
-                .saturating_mul(CHUNKED_DECOMPRESSION_RATIO),
-        )
-    } else {
-        max_message_size
-    }
-}
-
-/// Bounds on the messages being assembled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChunkLimits {
-    /// At most this many messages assembled at once (0: no bound).
-    pub(crate) max_pending: usize,
-    /// Drop (and ack) a message still incomplete this long after its first
-    /// chunk; `None`: never.
-    pub(crate) expiry: Option<Duration>,
-    /// Ack the chunks of the oldest message dropped for `max_pending`
-    /// (otherwise they stay unacked).
-    pub(crate) auto_ack_oldest_on_full: bool,
-}
-
-impl Default for ChunkLimits {
-    fn default() -> Self {
-        Self {
-            max_pending: DEFAULT_MAX_PENDING_CHUNKED_MESSAGES,
-            expiry: Some(DEFAULT_INCOMPLETE_CHUNK_EXPIRY),
-            auto_ack_oldest_on_full: false,
-        }
-    }
-}
+pub(crate) use limits::{CHUNK_OVERHEAD, ChunkLimits, decompress_limit};
+pub use limits::{
+    DEFAULT_INCOMPLETE_CHUNK_EXPIRY, DEFAULT_MAX_PENDING_CHUNKED_BYTES,
+    DEFAULT_MAX_PENDING_CHUNKED_MESSAGES,
+};
+use remembered::RememberedChunks;
 
 /// One chunk, as it arrived.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +78,10 @@ pub(crate) struct Chunk {
     pub(crate) num_chunks: u32,
     /// When its message was published (ms since the Unix epoch).
     pub(crate) publish_time: u64,
+    /// The size of the whole message as its chunks announce it
+    /// (`total_chunk_msg_size`); `None` if they announce none, or are
+    /// encrypted (the size is the payload's before each chunk was).
+    pub(crate) total_size: Option<u64>,
     pub(crate) data: Bytes,
 }
 
@@ -123,6 +99,10 @@ impl Chunk {
             chunk_id: u32::try_from(metadata.chunk_id.unwrap_or(0)).unwrap_or(u32::MAX),
             num_chunks,
             publish_time: metadata.publish_time,
+            total_size: metadata
+                .total_chunk_msg_size
+                .filter(|_| metadata.encryption_keys.is_empty())
+                .map(|size| u64::try_from(size).unwrap_or(0)),
             data,
         })
     }
@@ -152,6 +132,12 @@ struct Pending {
     ids: Vec<MessageId>,
     parts: Vec<Bytes>,
     num_chunks: u32,
+    /// The size its first chunk announced.
+    total_size: Option<u64>,
+    /// The payload bytes of `parts`.
+    size: u64,
+    /// What it counts against `max_pending_bytes`.
+    held: usize,
     started: Instant,
 }
 
@@ -162,14 +148,11 @@ pub(crate) struct ChunkAssembler {
     pending: HashMap<String, Pending>,
     /// Uuids being assembled, oldest first chunk first.
     order: VecDeque<String>,
-    /// Every chunk id of each assembled message, by its first chunk's id,
-    /// until it is acked (or forgotten past the bound, see
-    /// [`MAX_REMEMBERED_CHUNKED_MESSAGES`]), with its place in `assembly`.
-    assembled: HashMap<MessageId, (u64, Vec<MessageId>)>,
-    /// The first chunk ids of `assembled`, in the order of assembly.
-    assembly: BTreeMap<u64, MessageId>,
-    next_assembly: u64,
-    remembered_max: usize,
+    /// What the messages being assembled count against `max_pending_bytes`.
+    held: usize,
+    /// Every chunk id of each assembled message until it is acked (or
+    /// forgotten past the bounds).
+    assembled: RememberedChunks,
     /// Whether `assembled` is kept (off for a reader, which never acks).
     remember: bool,
     released: Vec<Released>,
@@ -181,10 +164,8 @@ impl ChunkAssembler {
             limits,
             pending: HashMap::new(),
             order: VecDeque::new(),
-            assembled: HashMap::new(),
-            assembly: BTreeMap::new(),
-            next_assembly: 0,
-            remembered_max: MAX_REMEMBERED_CHUNKED_MESSAGES,
+            held: 0,
+            assembled: RememberedChunks::new(),
             remember: true,
             released: Vec::new(),
         }
@@ -208,8 +189,8 @@ impl ChunkAssembler {
         wall_ms: u64,
         chunk: Chunk,
     ) -> Option<Assembled> {
-        if chunk.chunk_id == 0 {
-            self.start(now, &chunk);
+        if chunk.chunk_id == 0 && !self.start(now, &chunk) {
+            return None;
         }
         let Some(pending) = self.pending.get_mut(&chunk.uuid) else {
             self.out_of_order(wall_ms, &chunk, None);
@@ -230,20 +211,34 @@ impl ChunkAssembler {
             self.out_of_order(wall_ms, &chunk, dropped);
             return None;
         }
+        let cost = chunk.data.len().saturating_add(CHUNK_OVERHEAD);
+        let size = pending.size.saturating_add(chunk.data.len() as u64);
+        let announced = pending.total_size;
+        if announced.is_some_and(|total| size > total)
+            || pending.held.saturating_add(cost) > self.max_bytes()
+        {
+            self.give_up(chunk, size, announced);
+            return None;
+        }
+        self.make_room(&chunk.uuid, cost);
+        let pending = self.pending.get_mut(&chunk.uuid)?;
+        pending.size = size;
+        pending.held += cost;
+        self.held += cost;
         pending.ids.push(chunk.id);
         pending.parts.push(chunk.data);
         if chunk.chunk_id + 1 < chunk.num_chunks {
             return None;
         }
         let done = self.remove(&chunk.uuid)?;
-        let size = done.parts.iter().map(Bytes::len).sum();
-        let mut data = BytesMut::with_capacity(size);
+        let whole = done.parts.iter().map(Bytes::len).sum();
+        let mut data = BytesMut::with_capacity(whole);
         for part in &done.parts {
             data.extend_from_slice(part);
         }
         let first = done.ids[0];
         if self.remember {
-            self.remember_chunks(first, done.ids);
+            self.assembled.remember(first, done.ids);
         }
         Some(Assembled {
             first,
@@ -251,34 +246,12 @@ impl ChunkAssembler {
         })
     }
 
-    /// Keeps the chunk ids of the message `first` names, forgetting the
-    /// oldest assembled past the bound.
-    fn remember_chunks(&mut self, first: MessageId, ids: Vec<MessageId>) {
-        self.forget(first);
-        let place = self.next_assembly;
-        self.next_assembly += 1;
-        self.assembled.insert(first, (place, ids));
-        self.assembly.insert(place, first);
-        while self.assembled.len() > self.remembered_max {
-            let Some((_, oldest)) = self.assembly.pop_first() else {
-                break;
-            };
-            self.assembled.remove(&oldest);
-        }
-    }
-
-    /// Forgets the chunk ids of the message `first` names.
-    fn forget(&mut self, first: MessageId) -> Option<Vec<MessageId>> {
-        let (place, ids) = self.assembled.remove(&first)?;
-        self.assembly.remove(&place);
-        Some(ids)
-    }
-
     /// A first chunk: a new message, or the producer sending it again.
-    fn start(&mut self, now: Instant, chunk: &Chunk) {
+    /// False if its message is refused at once (the chunk is held).
+    fn start(&mut self, now: Instant, chunk: &Chunk) -> bool {
         if let Some(pending) = self.pending.get(&chunk.uuid) {
-            if pending.ids[0] == chunk.id {
-                return; // a redelivery of the first chunk: ignored
+            if pending.ids.first() == Some(&chunk.id) {
+                return true; // a redelivery of the first chunk: ignored
             }
             // The producer began the message again: the chunks of the
             // earlier attempt are duplicates of what comes now.
@@ -286,14 +259,20 @@ impl ChunkAssembler {
                 self.released.push(Released::Ack(earlier.ids));
             }
         }
+        if !self.could_fit(chunk) {
+            warn!(
+                uuid = %chunk.uuid,
+                chunks = chunk.num_chunks,
+                announced = ?chunk.total_size,
+                max_bytes = self.max_bytes(),
+                "chunked message refused: it could never be assembled within its size or the bound; its chunks stay unacked"
+            );
+            self.released.push(Released::Hold(vec![chunk.id]));
+            return false;
+        }
         if self.limits.max_pending > 0 && self.pending.len() >= self.limits.max_pending {
             if let Some(oldest) = self.order.front().cloned() {
-                let dropped = self.remove(&oldest).map(|p| p.ids).unwrap_or_default();
-                self.released.push(if self.limits.auto_ack_oldest_on_full {
-                    Released::Ack(dropped)
-                } else {
-                    Released::Hold(dropped)
-                });
+                self.drop_for_room(&oldest);
             }
         }
         self.order.push_back(chunk.uuid.clone());
@@ -303,9 +282,13 @@ impl ChunkAssembler {
                 ids: Vec::new(),
                 parts: Vec::new(),
                 num_chunks: chunk.num_chunks,
+                total_size: chunk.total_size,
+                size: 0,
+                held: 0,
                 started: now,
             },
         );
+        true
     }
 
     /// `chunk` does not follow what came of its message (`dropped`, now
@@ -329,6 +312,7 @@ impl ChunkAssembler {
     fn remove(&mut self, uuid: &str) -> Option<Pending> {
         let pending = self.pending.remove(uuid)?;
         self.order.retain(|u| u != uuid);
+        self.held -= pending.held;
         Some(pending)
     }
 
@@ -374,80 +358,7 @@ impl ChunkAssembler {
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
         self.order.clear();
-    }
-
-    /// The core's action in terms of chunks: an ack or redelivery naming
-    /// an assembled message names all its chunks; a cumulative ack of one
-    /// goes up to its last chunk. A rewind restarts the assembly. An acked
-    /// message's chunk ids are forgotten.
-    pub(crate) fn expand<M>(&mut self, action: Action<M>) -> Action<M> {
-        if self.assembled.is_empty() {
-            if matches!(action, Action::RedeliverAll { .. }) {
-                self.restart();
-            }
-            return action;
-        }
-        match action {
-            Action::Ack {
-                ids,
-                cumulative: false,
-                ack_set,
-            } => Action::Ack {
-                ids: self.chunks_of(ids, true),
-                cumulative: false,
-                ack_set,
-            },
-            Action::Ack {
-                ids,
-                cumulative: true,
-                ack_set,
-            } => {
-                let upto = ids.iter().copied().max();
-                let last = upto.and_then(|u| self.assembled.get(&u)?.1.last().copied());
-                if let Some(upto) = upto {
-                    let covered: Vec<_> = self
-                        .assembled
-                        .keys()
-                        .filter(|f| **f <= upto)
-                        .copied()
-                        .collect();
-                    for first in covered {
-                        self.forget(first);
-                    }
-                }
-                let ids = match last {
-                    Some(last) => vec![last],
-                    None => ids,
-                };
-                Action::Ack {
-                    ids,
-                    cumulative: true,
-                    ack_set,
-                }
-            }
-            Action::Redeliver(ids) => Action::Redeliver(self.chunks_of(ids, false)),
-            Action::RedeliverAll { consumer_epoch } => {
-                self.restart();
-                Action::RedeliverAll { consumer_epoch }
-            }
-            other => other,
-        }
-    }
-
-    fn chunks_of(&mut self, ids: Vec<MessageId>, forget: bool) -> Vec<MessageId> {
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let chunks = if forget {
-                self.forget(id)
-            } else {
-                self.assembled.get(&id).map(|(_, ids)| ids.clone())
-            };
-            match chunks {
-                Some(chunks) => out.extend(chunks),
-                None => out.push(id),
-            }
-        }
-        out
+        self.held = 0;
     }
 
     /// The first chunk of the oldest message being assembled (the
@@ -465,21 +376,21 @@ impl ChunkAssembler {
         self.pending.len()
     }
 
-    /// Assembled messages whose chunk ids are remembered.
+    /// What the messages being assembled count against the byte bound.
     #[cfg(test)]
-    pub(crate) fn assembled(&self) -> usize {
-        debug_assert_eq!(self.assembled.len(), self.assembly.len());
-        self.assembled.len()
-    }
-
-    /// The same, remembering at most `max` assembled messages.
-    #[cfg(test)]
-    pub(crate) fn remembering_at_most(mut self, max: usize) -> Self {
-        self.remembered_max = max;
-        self
+    pub(crate) fn held_bytes(&self) -> usize {
+        debug_assert_eq!(
+            self.held,
+            self.pending.values().map(|p| p.held).sum::<usize>()
+        );
+        self.held
     }
 }
 
 #[cfg(test)]
 #[path = "chunks_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "chunks_limits_tests.rs"]
+mod limits_tests;

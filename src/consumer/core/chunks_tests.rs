@@ -1,30 +1,34 @@
+use std::time::Duration;
+
 use super::*;
+use crate::consumer::core::actions::Action;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-fn id(entry: u64) -> MessageId {
+pub(super) fn id(entry: u64) -> MessageId {
     MessageId::new(4, entry)
 }
 
 /// Chunk `chunk_id` of `num_chunks` of message `uuid`, at entry `entry`.
-fn chunk(uuid: &str, chunk_id: u32, num_chunks: u32, entry: u64) -> Chunk {
+pub(super) fn chunk(uuid: &str, chunk_id: u32, num_chunks: u32, entry: u64) -> Chunk {
     Chunk {
         id: id(entry),
         uuid: uuid.into(),
         chunk_id,
         num_chunks,
         publish_time: 1_000,
+        total_size: None,
         data: Bytes::from(format!("{uuid}{chunk_id}")),
     }
 }
 
-fn assembler() -> ChunkAssembler {
+pub(super) fn assembler() -> ChunkAssembler {
     ChunkAssembler::new(ChunkLimits::default())
 }
 
-const WALL: u64 = 2_000;
+pub(super) const WALL: u64 = 2_000;
 
 #[test]
 fn an_entry_is_a_chunk_only_with_several_chunks() {
@@ -37,6 +41,16 @@ fn an_entry_is_a_chunk_only_with_several_chunks() {
     };
     let c = Chunk::of(id(1), &meta, Bytes::new()).expect("a chunk");
     assert_eq!((c.uuid.as_str(), c.chunk_id, c.num_chunks), ("p-7", 1, 3));
+    assert_eq!(c.total_size, Some(30));
+    let encrypted = MessageMetadata {
+        encryption_keys: vec![crate::proto::EncryptionKeys::default()],
+        ..meta.clone()
+    };
+    let c = Chunk::of(id(1), &encrypted, Bytes::new()).expect("a chunk");
+    assert_eq!(
+        c.total_size, None,
+        "the size of the payload before encryption"
+    );
     let single = MessageMetadata {
         num_chunks_from_msg: Some(1),
         ..meta.clone()
@@ -268,7 +282,7 @@ fn a_restart_keeps_the_chunk_ids_of_assembled_messages_for_their_ack() {
 #[test]
 fn past_the_bound_the_oldest_assembled_message_is_forgotten() {
     let t0 = crate::clock::now();
-    let mut a = assembler().remembering_at_most(2);
+    let mut a = assembler().remembering_at_most(2, usize::MAX);
     for (uuid, first) in [("x", 1), ("y", 3), ("x2", 5)] {
         a.on_chunk(t0, WALL, chunk(uuid, 0, 2, first));
         a.on_chunk(t0, WALL, chunk(uuid, 1, 2, first + 1))
@@ -290,4 +304,23 @@ fn past_the_bound_the_oldest_assembled_message_is_forgotten() {
     assert_eq!(a.expand(ack(vec![id(3)])), ack(vec![id(3), id(4)]));
     assert_eq!(a.expand(ack(vec![id(7)])), ack(vec![id(7), id(8)]));
     assert_eq!(a.assembled(), 0);
+}
+
+#[test]
+fn past_the_bound_on_chunk_ids_the_oldest_assembled_message_is_forgotten() {
+    let t0 = crate::clock::now();
+    let mut a = assembler().remembering_at_most(100, 5);
+    for (uuid, first) in [("x", 1), ("y", 4)] {
+        for k in 0..3 {
+            a.on_chunk(t0, WALL, chunk(uuid, k, 3, first + u64::from(k)));
+        }
+    }
+    assert_eq!((a.assembled(), a.remembered_ids()), (1, 3), "x forgotten");
+    let ack = |ids| Action::<()>::Ack {
+        ids,
+        cumulative: false,
+        ack_set: None,
+    };
+    assert_eq!(a.expand(ack(vec![id(4)])), ack(vec![id(4), id(5), id(6)]));
+    assert_eq!((a.assembled(), a.remembered_ids()), (0, 0));
 }

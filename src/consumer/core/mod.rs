@@ -159,12 +159,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.queue.front()
     }
 
-    /// The payload bytes of the messages queued for the application.
+    /// The bytes the messages queued for the application hold (payload
+    /// and bookkeeping, see [`QueuedBytes`]).
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queue.bytes()
     }
 
-    /// The payload bytes of the oldest message queued for the application.
+    /// The bytes the oldest message queued for the application holds.
     pub(crate) fn front_bytes(&self) -> Option<usize> {
         self.queue.front_bytes()
     }

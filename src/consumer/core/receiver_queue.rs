@@ -21,8 +21,9 @@
 //! yet covered by a queued message or a permit granted before, and taking
 //! a message gives nothing back.
 //!
-//! The queue also counts the payload bytes it holds (see [`QueuedBytes`]),
-//! for the client's memory limit and for batch receives.
+//! The queue also counts the bytes it holds (see [`QueuedBytes`]: a
+//! message's payload and its fixed bookkeeping), for the client's memory
+//! limit and for batch receives.
 //!
 //! So, with `B` = permits the broker holds (negative after it sent a whole
 //! batch on too few permits), `Q` = messages queued and `R` = permits given
@@ -37,10 +38,12 @@ use crate::message_id::MessageId;
 use super::actions::Incoming;
 use super::unacked::id_hash::IdBuildHasher;
 
-/// How many bytes a queued message holds (its payload), as counted
-/// against the client's memory limit and a batch receive's byte bound.
+/// How many bytes a queued message holds (its payload, and for the
+/// driver's messages a fixed overhead for the message itself), as counted
+/// against the client's memory limit and a batch receive's byte bound. A
+/// message's count must not change while it is queued.
 pub(crate) trait QueuedBytes {
-    /// The payload bytes this message holds.
+    /// The bytes this message holds.
     fn queued_bytes(&self) -> usize;
 }
 
@@ -82,7 +85,7 @@ pub(crate) struct ReceiverQueue<M> {
     ids: HashSet<MessageId, IdBuildHasher>,
     permits: Permits,
     subscribed: bool,
-    /// The payload bytes of the queued messages.
+    /// The bytes the queued messages hold (see [`QueuedBytes`]).
     bytes: usize,
     /// Zero queue: permits granted for waiting receivers and not used yet.
     requested: u32,
@@ -185,12 +188,12 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         self.queue.front()
     }
 
-    /// The payload bytes of the oldest queued message.
+    /// The bytes the oldest queued message holds.
     pub(crate) fn front_bytes(&self) -> Option<usize> {
         self.queue.front().map(|m| m.message.queued_bytes())
     }
 
-    /// The payload bytes of every queued message.
+    /// The bytes every queued message holds.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }

@@ -123,7 +123,8 @@ impl Driver {
         Ok(Messages(messages))
     }
 
-    /// The payload bytes of the message [`pop`](Self::pop) takes next.
+    /// The bytes the message [`pop`](Self::pop) takes next counts against
+    /// the memory limit (its payload and the fixed overhead per message).
     fn next_queued_bytes(&self) -> Option<usize> {
         let shelved = self.shelf.lock();
         let n = shelved.slots.len();

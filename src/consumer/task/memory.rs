@@ -1,4 +1,4 @@
-//! The consumer's share of the client's memory limit: the payload bytes
+//! The consumer's share of the client's memory limit: the bytes
 //! its receiver queues hold count against the limit the producers use
 //! (Java's `memoryLimit`, shared by producers and consumers), and the
 //! receiver queues of all the client's consumers together take at most
