@@ -11,7 +11,8 @@
 //! a consumer subscribes again on a fresh one. Memory is checked with an
 //! allocation probe: the largest single allocation made on this test's
 //! thread (the runtime is current-thread, so the client's tasks run here
-//! too) while the hostile input is handled.
+//! too) while the hostile input is handled. The probe also counts the
+//! bytes live on each thread, for tests whose memory must stay flat.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -27,15 +28,30 @@ use pulsar_wire::wire::{Checksum, Frame, FrameError, Payload, commands};
 use crate::common::fake_broker::{FakeBroker, answer};
 use crate::common::{guard, init_tracing};
 
-/// Counts nothing, remembers the largest allocation per thread.
+/// Remembers the largest allocation per thread, and counts the bytes
+/// allocated and not yet freed on each thread.
 struct Probe;
 
 thread_local! {
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    static LIVE: Cell<isize> = const { Cell::new(0) };
 }
 
 fn note(size: usize) {
     let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+    live(size as isize);
+}
+
+/// Adds `bytes` (negative: freed) to this thread's live bytes.
+fn live(bytes: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+}
+
+/// The bytes allocated on this thread and not freed since (freed on
+/// another thread, they count on neither; a current-thread runtime runs
+/// the client's tasks on the test's thread, so their memory counts).
+pub(super) fn live_bytes() -> isize {
+    LIVE.with(Cell::get)
 }
 
 // SAFETY: every call is passed on to the system allocator unchanged.
@@ -50,9 +66,11 @@ unsafe impl GlobalAlloc for Probe {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        live(-(layout.size() as isize));
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as isize));
         unsafe { System.dealloc(ptr, layout) }
     }
 }
