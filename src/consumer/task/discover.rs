@@ -14,9 +14,8 @@
 //!   whose WATCH_TOPIC_UPDATEs are taken at once;
 //! - new partitions and new topics are subscribed from the earliest message
 //!   (everything in them was published after the consumer subscribed) and
-//!   become subs at the end of the driver's list, so indexes of events in
-//!   flight stay valid; a deleted topic's subs are closed and kept as
-//!   tombstones (`Sub::removed`).
+//!   become subs at the end of the driver's list; a deleted topic's subs
+//!   are closed, and freed at the end of the loop's turn (see leave.rs).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -567,63 +566,6 @@ impl Driver {
             .core
             .on_subscribed(clock::now());
         self.run_actions(index).await;
-    }
-
-    /// Stops reading `gone` (topics deleted, or no longer matched): their
-    /// subs are closed on the broker in the background and stay as
-    /// tombstones.
-    fn remove_topics(&mut self, gone: &[TopicName]) {
-        if gone.is_empty() {
-            return;
-        }
-        // A topic deleted under the consumer may have been given up already
-        // (its subscription could not be made again): that is no loss.
-        self.lost_reports.retain(|e| {
-            !matches!(e, ConsumerError::Lost { topic, .. }
-                if TopicName::parse(topic).is_ok_and(|t| gone.contains(&t.base())))
-        });
-        for index in 0..self.subs.len() {
-            let sub = &mut self.subs[index];
-            if sub.removed || !gone.contains(&sub.topic.base()) {
-                continue;
-            }
-            info!(topic = %sub.name, "topic gone from the pattern; leaving it");
-            sub.removed = true;
-            sub.generation += 1;
-            {
-                let mut shelved = self.shelf.lock();
-                let slot = &mut shelved.slots[index];
-                slot.removed = true;
-                slot.core.on_reconnect();
-            }
-            sub.grouped.clear();
-            sub.flush_at = None;
-            let topic = sub.name.to_string();
-            sub.acks.fail_all(|| ConsumerError::Lost {
-                topic: topic.clone(),
-                attempts: 0,
-            });
-            let attached = !self.resubscribes.running.remove(&index) && !sub.lost;
-            if attached {
-                let (conn, id) = (sub.conn.clone(), sub.id);
-                tokio::spawn(async move { close_orphan(&conn, id).await });
-            }
-        }
-        self.publish_topics();
-    }
-
-    /// Tells the handles which topics are read now.
-    pub(super) fn publish_topics(&self) {
-        let mut topics = TopicsRead::default();
-        for sub in &self.subs {
-            let list = if sub.removed {
-                &mut topics.left
-            } else {
-                &mut topics.read
-            };
-            list.push(sub.name.to_string());
-        }
-        self.topics.send_replace(Arc::new(topics));
     }
 }
 
