@@ -5,7 +5,8 @@
 //! hash on a broker without topic-list watchers: a new topic joined from
 //! its first message, a deleted one left; and on a broker with them, a
 //! WATCH_TOPIC_LIST set up at once, whose updates are acted on as they
-//! come, closed with the consumer.
+//! come, closed with the consumer. `discovery_churn.rs`: what a pattern
+//! consumer keeps of topics that came and went.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,6 +26,9 @@ use crate::common::fake_broker::{
 use crate::common::{assert_listing_timed_out, guard, guard_for, init_tracing};
 use crate::consume::{message, scripted_client as client};
 use crate::produce::producer_success;
+
+#[path = "discovery_churn.rs"]
+mod churn;
 
 const SERVICE: &str = "svc:6650";
 const TOPIC: &str = "persistent://public/default/growing";
@@ -254,16 +258,23 @@ async fn expect_listing(broker: &mut FakeBroker, hash: Option<&str>) -> u64 {
 fn subscribe_pattern(
     net: &FakeNetwork,
 ) -> tokio::task::JoinHandle<Result<Consumer, pulsar_wire::ConsumerError>> {
+    subscribe_pattern_with(net, |b| b)
+}
+
+/// As [`subscribe_pattern`], the builder set up further by `setup`.
+fn subscribe_pattern_with(
+    net: &FakeNetwork,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder + Send + 'static,
+) -> tokio::task::JoinHandle<Result<Consumer, pulsar_wire::ConsumerError>> {
     let net = net.clone();
     tokio::spawn(async move {
-        client(&net)
+        let builder = client(&net)
             .await
             .consumer_pattern(PATTERN, "sub")
             .subscription_type(SubscriptionType::Shared)
             .pattern_auto_discovery_period(EVERY)
-            .auto_update_partitions(false)
-            .subscribe()
-            .await
+            .auto_update_partitions(false);
+        setup(builder).subscribe().await
     })
 }
 
@@ -415,7 +426,16 @@ fn watching(watch: &proto::CommandWatchTopicList, topics: &[&str], hash: &str) -
 /// watchers, its watcher set; returns the consumer, the broker, `pat-a`'s
 /// consumer id and the watcher id.
 async fn watched(net: &FakeNetwork, svc: &mut FakeListener) -> (Consumer, FakeBroker, u64, u64) {
-    let subscribing = subscribe_pattern(net);
+    watched_with(net, svc, |b| b).await
+}
+
+/// As [`watched`], the builder set up further by `setup`.
+async fn watched_with(
+    net: &FakeNetwork,
+    svc: &mut FakeListener,
+    setup: impl FnOnce(ConsumerBuilder) -> ConsumerBuilder + Send + 'static,
+) -> (Consumer, FakeBroker, u64, u64) {
+    let subscribing = subscribe_pattern_with(net, setup);
     let mut broker = svc.accept().await;
     let connect = broker.expect(Type::Connect).await;
     let flags = connect.command.connect.as_ref().expect("body");

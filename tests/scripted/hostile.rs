@@ -50,6 +50,13 @@ fn note(size: usize, grown: isize) {
     }
 }
 
+/// The bytes allocated on this thread and not freed since (freed on
+/// another thread, they count on neither; a current-thread runtime runs
+/// the client's tasks on the test's thread, so their memory counts).
+pub(super) fn live_bytes() -> isize {
+    LIVE.with(Cell::get)
+}
+
 fn signed(size: usize) -> isize {
     isize::try_from(size).unwrap_or(isize::MAX)
 }

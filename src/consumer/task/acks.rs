@@ -46,8 +46,8 @@ impl Flight {
     }
 }
 
-/// The outcome of one flight: sub index, token, result.
-pub(super) type Landed = (usize, u64, Result<(), ConnectionError>);
+/// The outcome of one flight: sub key, token, result.
+pub(super) type Landed = (SubKey, u64, Result<(), ConnectionError>);
 
 /// One sub's acks that someone waits for.
 #[derive(Debug, Default)]
@@ -103,7 +103,7 @@ impl Driver {
         let sub = &mut self.subs[index];
         let token = self.ack_tokens;
         self.ack_tokens += 1;
-        let (conn, id, acks) = (sub.conn.clone(), sub.id, flight.acks.clone());
+        let (conn, id, acks, key) = (sub.conn.clone(), sub.id, flight.acks.clone(), sub.key);
         sub.acks.in_flight.insert(token, flight);
         let landed = self.acks_landed.sender();
         tokio::spawn(async move {
@@ -124,16 +124,17 @@ impl Driver {
                     break;
                 }
             }
-            let _ = landed.send(Box::new((index, token, result)));
+            let _ = landed.send(Box::new((key, token, result)));
         });
     }
 
     /// A flight's outcome: its replies are answered, or it goes out again
     /// under the next subscription if it was lost with its consumer.
-    pub(super) fn ack_landed(&mut self, (index, token, result): Landed) {
-        let Some(sub) = self.subs.get_mut(index) else {
-            return;
+    pub(super) fn ack_landed(&mut self, (key, token, result): Landed) {
+        let Some(index) = self.index_of(key) else {
+            return; // its topic left: its replies were answered then
         };
+        let sub = &mut self.subs[index];
         let Some(flight) = sub.acks.in_flight.remove(&token) else {
             return; // requeued at a reconnect: the resend answers
         };

@@ -173,6 +173,8 @@ impl Driver {
             batches: VecDeque::new(),
             memory: super::memory::MemoryShare::new(budget),
             closed_on_batch: None,
+            next_key: 0,
+            removed_to_free: false,
         };
         // If this future is dropped half-way, what it subscribed is closed.
         let mut made = SubscribedGuard(Vec::new());
@@ -182,10 +184,11 @@ impl Driver {
                 ..driver.settings.core.clone()
             })?;
             let index = driver.subs.len();
-            match driver.attach(index, &topic, 0, core.consumer_epoch()).await {
-                Ok((conn, id)) => {
+            match driver.attach(&topic, core.consumer_epoch()).await {
+                Ok((conn, id, rx)) => {
                     let start = driver.settings.options.start_message_id;
                     driver.add_sub(topic, conn, id, core, start);
+                    driver.listen(index, 0, rx);
                 }
                 Err(e) => {
                     made.0.clear();
@@ -222,7 +225,10 @@ impl Driver {
             position: Position::new(start, self.settings.options.start_inclusive, !track),
             removed: false,
         });
+        let key = SubKey(self.next_key);
+        self.next_key += 1;
         self.subs.push(Sub {
+            key,
             name,
             partition: topic.partition_index().map_or(-1, |p| p as i32),
             topic,
@@ -245,13 +251,7 @@ impl Driver {
     }
 
     /// Looks `topic` up, registers a fresh consumer id and subscribes.
-    pub(super) async fn attach(
-        &mut self,
-        index: usize,
-        topic: &TopicName,
-        generation: u64,
-        epoch: u64,
-    ) -> Result<(Connection, ConsumerId), ConsumerError> {
+    async fn attach(&self, topic: &TopicName, epoch: u64) -> Result<Attached, ConsumerError> {
         let name = topic.as_str();
         let conn =
             self.settings
@@ -262,11 +262,11 @@ impl Driver {
                     topic: name.to_owned(),
                     source,
                 })?;
-        let (conn, id, rx) = subscribe_on(conn, &self.settings.options, name, epoch).await?;
-        self.listen(index, generation, rx);
-        Ok((conn, id))
+        subscribe_on(conn, &self.settings.options, name, epoch).await
     }
 
+    /// Reads `rx`, the mailbox of sub `index`'s subscription of
+    /// `generation`, with the other subs' events.
     pub(super) fn listen(
         &mut self,
         index: usize,
@@ -278,9 +278,10 @@ impl Driver {
         // again instead of waiting forever. After a reconnect or a seek the
         // generation has moved on and this is ignored.
         let ended = ConsumerEvent::ConnectionLost(ConnectionError::Closed);
+        let key = self.subs[index].key;
         let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
             .chain(futures::stream::once(std::future::ready(ended)))
-            .map(move |event| (index, generation, event));
+            .map(move |event| (key, generation, event));
         self.events.push(Box::pin(stream));
     }
 

@@ -99,18 +99,61 @@ impl Command {
 /// Which partitions are active (Failover), as ACTIVE_CONSUMER_CHANGE said.
 pub(crate) type Activity = Vec<(Arc<str>, bool)>;
 
-/// The topics (partitions) a consumer reads now, and those it left
-/// (deleted, or no longer matched by its pattern), as the handles see them.
+/// The topics (partitions) a consumer reads now, and the last ones it
+/// left (deleted, or no longer matched by its pattern), as the handles see
+/// them.
 #[derive(Debug, Default)]
 pub(crate) struct TopicsRead {
     pub(crate) read: Vec<String>,
-    pub(crate) left: Vec<String>,
+    /// The last [`Self::LEFT_REMEMBERED`] topics left, oldest first: a
+    /// message of one is still this consumer's to ack (there is nothing
+    /// left to ack, so the ack is answered `Ok`). A topic left longer ago
+    /// is forgotten, and an ack of its message is refused as foreign.
+    pub(crate) left: VecDeque<Arc<str>>,
 }
 
 impl TopicsRead {
+    /// How many of the topics left are remembered.
+    pub(crate) const LEFT_REMEMBERED: usize = 1024;
+
     /// Whether `topic` is one this consumer reads or read: its messages
     /// are this consumer's to ack.
     pub(crate) fn knows(&self, topic: &str) -> bool {
-        self.read.iter().chain(&self.left).any(|t| t == topic)
+        self.read.iter().any(|t| t == topic) || self.has_left(topic)
+    }
+
+    /// Whether `topic` is among the last topics left.
+    pub(crate) fn has_left(&self, topic: &str) -> bool {
+        self.left.iter().any(|t| &**t == topic)
+    }
+
+    /// Remembers that `topic` was left, forgetting the oldest one left
+    /// beyond [`Self::LEFT_REMEMBERED`].
+    pub(crate) fn remember_left(&mut self, topic: Arc<str>) {
+        if self.left.len() >= Self::LEFT_REMEMBERED {
+            self.left.pop_front();
+        }
+        self.left.push_back(topic);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topics_left_are_remembered_up_to_a_bound_oldest_forgotten_first() {
+        let mut topics = TopicsRead {
+            read: vec!["now".into()],
+            left: VecDeque::new(),
+        };
+        for i in 0..=TopicsRead::LEFT_REMEMBERED {
+            topics.remember_left(format!("t{i}").into());
+        }
+        assert_eq!(topics.left.len(), TopicsRead::LEFT_REMEMBERED);
+        assert!(!topics.knows("t0"), "the oldest is forgotten");
+        assert!(topics.knows("t1") && topics.knows("now"));
+        let last = format!("t{}", TopicsRead::LEFT_REMEMBERED);
+        assert!(topics.has_left(&last) && !topics.has_left("now"));
     }
 }

@@ -98,11 +98,14 @@ impl Driver {
         }
     }
 
-    pub(super) async fn on_event(&mut self, index: usize, generation: u64, event: ConsumerEvent) {
+    /// Takes an event of the subscription of `generation` of sub `key`
+    /// (ignored once the sub subscribed again or was freed).
+    pub(super) async fn on_event(&mut self, key: SubKey, generation: u64, event: ConsumerEvent) {
         let now = self.shelf.core_now();
-        let Some(sub) = self.subs.get_mut(index) else {
+        let Some(index) = self.index_of(key) else {
             return;
         };
+        let sub = &mut self.subs[index];
         if sub.generation != generation {
             return;
         }

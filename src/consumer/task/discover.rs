@@ -14,9 +14,12 @@
 //!   whose WATCH_TOPIC_UPDATEs are taken at once;
 //! - new partitions and new topics are subscribed from the earliest message
 //!   (everything in them was published after the consumer subscribed) and
-//!   become subs at the end of the driver's list, so indexes of events in
-//!   flight stay valid; a deleted topic's subs are closed and kept as
-//!   tombstones (`Sub::removed`).
+//!   become subs at the end of the driver's list; a deleted topic's subs
+//!   are closed, and freed at the end of the loop's turn (see leave.rs).
+//!
+//! This file: the checks' state and schedule, and the jobs they start;
+//! `discover/findings.rs`: what the loop does with what they find;
+//! `discover/watch.rs`: the topic-list watcher on the broker.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -27,6 +30,10 @@ use crate::client::{ClientError, TopicListing};
 use crate::connection::TopicListEvent;
 use crate::consumer::pattern::{RegexSubscriptionMode, TopicsPattern};
 use crate::ids::WatcherId;
+use watch::{close_watcher, discard, watch_topics};
+
+mod findings;
+mod watch;
 
 /// The default interval of both checks, as Java's
 /// `autoUpdatePartitionsInterval` and `patternAutoDiscoveryPeriod`.
@@ -380,251 +387,6 @@ impl Driver {
             Found::Subscribed { counts, added }
         });
     }
-
-    /// Takes what discovery reports.
-    pub(super) async fn on_discovery(&mut self, signal: Signal) {
-        match signal {
-            Signal::Found(found) => self.on_found(found).await,
-            Signal::Nothing => {}
-            Signal::Watch(TopicListEvent::Update {
-                added,
-                deleted,
-                hash,
-            }) => {
-                debug!(
-                    added = added.len(),
-                    deleted = deleted.len(),
-                    "topic list update"
-                );
-                let mut names = self.discovery.listed.clone();
-                names.extend(added);
-                for d in &deleted {
-                    names.remove(d);
-                }
-                let gone = self.discovery.relist(names, Some(hash));
-                self.remove_topics(&gone);
-            }
-            Signal::Watch(TopicListEvent::ConnectionLost(e)) => {
-                debug!(error = %e, "topic list watcher lost; watching again");
-                self.discovery.watcher = None;
-                self.discovery.watch_events = None;
-                // At once, with the last hash: what changed meanwhile comes
-                // with the answer. If that fails, at the next check.
-                self.discovery.next_listing = Some(clock::now());
-            }
-        }
-        let d = &mut self.discovery;
-        if d.job.is_none() && !d.waiting.is_empty() {
-            let bases = std::mem::take(&mut d.waiting).into_iter().collect();
-            self.expand_and_subscribe(bases);
-        }
-    }
-
-    async fn on_found(&mut self, found: Found) {
-        match found {
-            Found::Listing { version, .. } if version != self.discovery.version => {
-                debug!("a topic list update came while listing; the listing is stale");
-            }
-            Found::Listing {
-                listing: Ok(listing),
-                ..
-            } => {
-                if listing.changed {
-                    let gone = self
-                        .discovery
-                        .relist(listing.topics.into_iter().collect(), listing.hash);
-                    self.remove_topics(&gone);
-                } else {
-                    let retry = std::mem::take(&mut self.discovery.retry);
-                    self.discovery.waiting.extend(retry);
-                }
-            }
-            Found::Listing {
-                listing: Err(e), ..
-            } => {
-                warn!(error = %e, "listing the topics of the pattern failed; trying again at the next check");
-            }
-            Found::Watching(Ok(Some(w))) => {
-                debug!(watcher = w.id.0, "watching the pattern's topics");
-                self.discovery.watcher = Some((w.conn, w.id));
-                self.discovery.watch_events = Some(w.events);
-                if let Some(topics) = w.topics {
-                    let gone = self
-                        .discovery
-                        .relist(topics.into_iter().collect(), Some(w.hash));
-                    self.remove_topics(&gone);
-                }
-            }
-            Found::Watching(Ok(None)) => {
-                debug!("the broker has no topic-list watchers; polling");
-                self.discovery.no_watchers = true;
-                // Poll now instead.
-                self.discovery.next_listing = Some(clock::now());
-            }
-            Found::Watching(Err(e)) => {
-                warn!(error = %e, "watching the pattern's topics failed; polling, and trying again at the next check");
-            }
-            Found::Subscribed { counts, added } => self.on_subscribed(counts, added).await,
-        }
-    }
-
-    async fn on_subscribed(
-        &mut self,
-        counts: Vec<(TopicName, Result<u32, ClientError>)>,
-        added: Vec<(TopicName, Result<Attached, ConsumerError>)>,
-    ) {
-        let pattern = self.discovery.settings.pattern.is_some();
-        for (base, count) in counts {
-            let followed = !pattern
-                || self.discovery.matched.contains(&base)
-                || self.discovery.counts.contains(&base);
-            match count {
-                Ok(n) if followed => {
-                    let known = self.discovery.counts.get_or_insert(base.clone(), n);
-                    if n < *known {
-                        warn!(topic = %base, known = *known, now = n, "partition count shrank; ignored");
-                    } else {
-                        *known = n;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!(topic = %base, error = %e, "checking for new partitions failed; ignored until the next check");
-                    self.discovery.retry.insert(base);
-                }
-            }
-        }
-        let mut changed = false;
-        for (name, attached) in added {
-            let base = name.base();
-            let followed = !pattern
-                || self.discovery.matched.contains(&base)
-                || self.discovery.counts.contains(&base);
-            let wanted = followed && self.find(name.as_str()).is_none();
-            match attached {
-                Ok((conn, id, _)) if !wanted => close_orphan(&conn, id).await,
-                Ok((conn, id, rx)) => {
-                    info!(topic = %name, consumer = id.0, "subscribed to a new topic or partition");
-                    self.adopt(name, conn, id, rx).await;
-                    changed = true;
-                }
-                Err(e) => {
-                    warn!(topic = %name, error = %e, "subscribing to a new topic or partition failed; trying again at the next check");
-                    self.discovery.retry.insert(base);
-                }
-            }
-        }
-        if changed {
-            self.publish_topics();
-        }
-        let now = clock::now();
-        if self.discovery.next_partitions.is_none() {
-            self.discovery.schedule_partitions(now);
-        }
-    }
-
-    /// A new sub for `name`, subscribed as consumer `id` on `conn`.
-    async fn adopt(
-        &mut self,
-        name: TopicName,
-        conn: Connection,
-        id: ConsumerId,
-        rx: mpsc::UnboundedReceiver<ConsumerEvent>,
-    ) {
-        // A new partition's share of the total queue, over the partitions
-        // its topic has now (those read already keep theirs, as in Java).
-        let partitions = match name.partition_index() {
-            Some(_) => self.discovery.counts.get(&name.base()).unwrap_or(0),
-            None => 0,
-        };
-        let receiver_queue_size = crate::consumer::core::config::partition_queue_size(
-            self.settings.core.receiver_queue_size,
-            self.settings.max_total_receiver_queue_size,
-            partitions,
-        );
-        let config = CoreConfig {
-            receiver_queue_size,
-            ..self.settings.core.clone()
-        };
-        let core = match ConsumerCore::new(config) {
-            Ok(core) => core,
-            Err(e) => {
-                // The same settings made the first subs: cannot happen.
-                warn!(topic = %name, error = %e, "consumer core refused its settings");
-                close_orphan(&conn, id).await;
-                return;
-            }
-        };
-        let index = self.subs.len();
-        let start = self
-            .settings
-            .options
-            .start_message_id
-            .map(|_| MessageId::EARLIEST);
-        self.add_sub(name, conn, id, core, start);
-        self.listen(index, 0, rx);
-        self.shelf.lock().slots[index]
-            .core
-            .on_subscribed(clock::now());
-        self.run_actions(index).await;
-    }
-
-    /// Stops reading `gone` (topics deleted, or no longer matched): their
-    /// subs are closed on the broker in the background and stay as
-    /// tombstones.
-    fn remove_topics(&mut self, gone: &[TopicName]) {
-        if gone.is_empty() {
-            return;
-        }
-        // A topic deleted under the consumer may have been given up already
-        // (its subscription could not be made again): that is no loss.
-        self.lost_reports.retain(|e| {
-            !matches!(e, ConsumerError::Lost { topic, .. }
-                if TopicName::parse(topic).is_ok_and(|t| gone.contains(&t.base())))
-        });
-        for index in 0..self.subs.len() {
-            let sub = &mut self.subs[index];
-            if sub.removed || !gone.contains(&sub.topic.base()) {
-                continue;
-            }
-            info!(topic = %sub.name, "topic gone from the pattern; leaving it");
-            sub.removed = true;
-            sub.generation += 1;
-            {
-                let mut shelved = self.shelf.lock();
-                let slot = &mut shelved.slots[index];
-                slot.removed = true;
-                slot.core.on_reconnect();
-            }
-            sub.grouped.clear();
-            sub.flush_at = None;
-            let topic = sub.name.to_string();
-            sub.acks.fail_all(|| ConsumerError::Lost {
-                topic: topic.clone(),
-                attempts: 0,
-            });
-            let attached = !self.resubscribes.running.remove(&index) && !sub.lost;
-            if attached {
-                let (conn, id) = (sub.conn.clone(), sub.id);
-                tokio::spawn(async move { close_orphan(&conn, id).await });
-            }
-        }
-        self.publish_topics();
-    }
-
-    /// Tells the handles which topics are read now.
-    pub(super) fn publish_topics(&self) {
-        let mut topics = TopicsRead::default();
-        for sub in &self.subs {
-            let list = if sub.removed {
-                &mut topics.left
-            } else {
-                &mut topics.read
-            };
-            list.push(sub.name.to_string());
-        }
-        self.topics.send_replace(Arc::new(topics));
-    }
 }
 
 impl Settings {
@@ -635,79 +397,5 @@ impl Settings {
         options.initial_position = super::super::subscribe::InitialPosition::Earliest;
         options.start_message_id = options.start_message_id.map(|_| MessageId::EARLIEST);
         options
-    }
-}
-
-/// Closes watcher `id` on `conn` and stops routing its updates.
-async fn close_watcher(conn: Connection, id: WatcherId) {
-    let _ = conn
-        .request("WATCH_TOPIC_LIST_CLOSE", |r| {
-            commands::watch_topic_list_close(id, r)
-        })
-        .await;
-    conn.unregister_watcher(id).await;
-}
-
-/// Undoes what a finding nobody takes set up on the broker (the consumer
-/// is gone): closes the consumers it subscribed and its watcher.
-async fn discard(found: Found) {
-    match found {
-        Found::Subscribed { added, .. } => {
-            for (_, attached) in added {
-                if let Ok((conn, id, _)) = attached {
-                    close_orphan(&conn, id).await;
-                }
-            }
-        }
-        Found::Watching(Ok(Some(w))) => {
-            close_watcher(w.conn, w.id).await;
-        }
-        Found::Listing { .. } | Found::Watching(_) => {}
-    }
-}
-
-/// Sets up a topic-list watcher for `pattern` at a host of the service URL.
-async fn watch_topics(
-    client: &Client,
-    pattern: &TopicsPattern,
-    hash: Option<&str>,
-) -> Result<Option<Watching>, ClientError> {
-    const OP: &str = "WATCH_TOPIC_LIST";
-    let conn = client.service_connection().await?;
-    if !conn.supports_topic_watchers() {
-        return Ok(None);
-    }
-    let failed = |source| ClientError::Request {
-        op: OP,
-        topic: pattern.given.clone(),
-        source,
-    };
-    let id = conn.next_watcher_id();
-    let (tx, events) = mpsc::unbounded_channel();
-    conn.register_watcher(id, tx).await.map_err(failed)?;
-    let answer = conn
-        .request(OP, |r| {
-            commands::watch_topic_list(id, &pattern.namespace, &pattern.wire, hash, r)
-        })
-        .await;
-    match answer {
-        Ok(Response::WatchTopicListSuccess(s)) => Ok(Some(Watching {
-            conn,
-            id,
-            events,
-            topics: (hash != Some(s.topics_hash.as_str())).then_some(s.topic),
-            hash: s.topics_hash,
-        })),
-        other => {
-            conn.unregister_watcher(id).await;
-            match other {
-                Err(source) => Err(failed(source)),
-                Ok(got) => Err(ClientError::UnexpectedResponse {
-                    op: OP,
-                    topic: pattern.given.clone(),
-                    got: got.kind(),
-                }),
-            }
-        }
     }
 }

@@ -18,6 +18,8 @@ const EVENTS_PER_TURN: usize = 64;
 
 /// One subscribed topic or partition.
 pub(super) struct Sub {
+    /// Names it for what comes back to the loop later (see leave.rs).
+    pub(super) key: SubKey,
     pub(super) topic: TopicName,
     pub(super) name: Arc<str>,
     pub(super) partition: i32,
@@ -40,7 +42,7 @@ pub(super) struct Sub {
     /// Gave up subscribing again; receivers fail once every sub is lost.
     pub(super) lost: bool,
     /// Its topic is gone (deleted, or no longer matched by the pattern):
-    /// closed, kept only so the indexes of the others stay put.
+    /// closed, and freed at the end of the loop's turn (see leave.rs).
     pub(super) removed: bool,
 }
 
@@ -127,6 +129,10 @@ pub(crate) struct Driver {
     pub(super) memory: memory::MemoryShare,
     /// Zero queue: the batch that closed the consumer (topic, entry id).
     pub(super) closed_on_batch: Option<(String, MessageId)>,
+    /// The key the next sub gets.
+    pub(super) next_key: u64,
+    /// Subs were removed this turn: freed at its end.
+    pub(super) removed_to_free: bool,
 }
 
 impl std::fmt::Debug for Driver {
@@ -215,16 +221,16 @@ impl Driver {
                         return;
                     }
                 },
-                Some((index, generation, event)) = self.events.next() => {
-                    self.on_event(index, generation, event).await;
+                Some((key, generation, event)) = self.events.next() => {
+                    self.on_event(key, generation, event).await;
                     for _ in 0..EVENTS_PER_TURN {
                         // Polled with the task's waker, as by `select!`.
-                        let Poll::Ready(Some((index, generation, event))) =
+                        let Poll::Ready(Some((key, generation, event))) =
                             futures::poll!(self.events.next())
                         else {
                             break;
                         };
-                        self.on_event(index, generation, event).await;
+                        self.on_event(key, generation, event).await;
                     }
                 }
                 Some(forwarded) = self.settings.forwards.done.recv() => {
@@ -254,6 +260,7 @@ impl Driver {
             self.serve().await;
             self.balance_memory().await;
             self.open_shelf();
+            self.free_removed();
         }
     }
 
@@ -501,7 +508,7 @@ impl Driver {
             }
         };
         let Some(index) = self.find(topic) else {
-            if self.subs.iter().any(|s| &*s.name == topic) {
+            if self.topics.borrow().has_left(topic) {
                 // Its topic is gone: nothing left to ack.
                 if let Some(reply) = reply {
                     let _ = reply.send(Ok(()));

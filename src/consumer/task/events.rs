@@ -11,10 +11,11 @@ use std::task::{Context, Poll};
 use futures::stream::SelectAll;
 use futures::{Stream, StreamExt};
 
+use super::leave::SubKey;
 use crate::connection::ConsumerEvent;
 
-/// One sub's events, tagged with its index and generation.
-pub(super) type Mailbox = Pin<Box<dyn Stream<Item = (usize, u64, ConsumerEvent)> + Send + Sync>>;
+/// One sub's events, tagged with its key and generation.
+pub(super) type Mailbox = Pin<Box<dyn Stream<Item = (SubKey, u64, ConsumerEvent)> + Send + Sync>>;
 
 /// Every sub's mailbox. Ends (yields `None`) while there are none.
 #[derive(Default)]
@@ -39,7 +40,7 @@ impl Events {
 }
 
 impl Stream for Events {
-    type Item = (usize, u64, ConsumerEvent);
+    type Item = (SubKey, u64, ConsumerEvent);
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let Some(single) = self.single.as_mut() else {
@@ -57,16 +58,18 @@ impl Stream for Events {
 mod tests {
     use super::*;
 
-    fn mailbox(index: usize, count: usize) -> Mailbox {
-        let events = (0..count).map(move |_| (index, 0, ConsumerEvent::ReachedEndOfTopic));
+    fn mailbox(key: u64, count: usize) -> Mailbox {
+        let key = SubKey(key);
+        let events = (0..count).map(move |_| (key, 0, ConsumerEvent::ReachedEndOfTopic));
         Box::pin(futures::stream::iter(events))
     }
 
-    /// The indexes of the events ready now, in order.
-    fn indexes(events: &mut Events) -> Vec<usize> {
+    /// The keys of the events ready now, in order.
+    fn keys(events: &mut Events) -> Vec<u64> {
         let mut seen = Vec::new();
-        while let Some(Some((index, _, _))) = futures::FutureExt::now_or_never(events.next()) {
-            seen.push(index);
+        while let Some(Some((SubKey(key), _, _))) = futures::FutureExt::now_or_never(events.next())
+        {
+            seen.push(key);
         }
         seen
     }
@@ -75,7 +78,7 @@ mod tests {
     fn one_mailbox_is_read_to_its_end() {
         let mut events = Events::default();
         events.push(mailbox(0, 3));
-        assert_eq!(indexes(&mut events), [0, 0, 0]);
+        assert_eq!(keys(&mut events), [0, 0, 0]);
         assert!(events.single.is_none());
     }
 
@@ -85,7 +88,7 @@ mod tests {
         events.push(mailbox(0, 2));
         events.push(mailbox(1, 2));
         assert!(events.single.is_none());
-        let mut seen = indexes(&mut events);
+        let mut seen = keys(&mut events);
         seen.sort_unstable();
         assert_eq!(seen, [0, 0, 1, 1]);
     }
@@ -93,8 +96,8 @@ mod tests {
     #[test]
     fn without_mailboxes_the_stream_ends_and_takes_new_ones() {
         let mut events = Events::default();
-        assert!(indexes(&mut events).is_empty());
+        assert!(keys(&mut events).is_empty());
         events.push(mailbox(3, 1));
-        assert_eq!(indexes(&mut events), [3]);
+        assert_eq!(keys(&mut events), [3]);
     }
 }

@@ -114,7 +114,7 @@ impl Driver {
                 } => {
                     // Published in a task of its own; the result comes back
                     // through the loop (`on_forwarded`).
-                    if !self.settings.forwards.start(index, origin, message) {
+                    if !self.settings.forwards.start(sub.key, origin, message) {
                         let mut shelved = self.shelf.lock();
                         shelved.slots[index]
                             .core

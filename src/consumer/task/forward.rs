@@ -17,7 +17,7 @@ use crate::consumer::letters::Letters;
 #[derive(Debug)]
 pub(crate) struct Forwarded {
     /// The sub whose core asked for it.
-    index: usize,
+    key: SubKey,
     /// The original message's id.
     origin: MessageId,
     /// The copy's id, or why it was not published.
@@ -67,6 +67,12 @@ impl Forwards {
         true
     }
 
+    /// Moves the FLOWs held back to their sub's new index (`moved(old)`),
+    /// dropping those of subs freed (`None`).
+    pub(super) fn remap(&mut self, moved: impl Fn(usize) -> Option<usize>) {
+        super::leave::remap_flows(&mut self.withheld, moved);
+    }
+
     /// Where the copies go, and what they remember of each delivery.
     pub(super) fn letters(&self) -> Option<&Arc<Letters>> {
         self.letters.as_ref()
@@ -81,9 +87,9 @@ impl Forwards {
         }
     }
 
-    /// Starts publishing the copy of `message`; false if there is nowhere
-    /// to publish it.
-    pub(super) fn start(&mut self, index: usize, origin: MessageId, message: Message) -> bool {
+    /// Starts publishing the copy of `message` (for sub `key`); false if
+    /// there is nowhere to publish it.
+    pub(super) fn start(&mut self, key: SubKey, origin: MessageId, message: Message) -> bool {
         let Some(letters) = self.letters.clone() else {
             return false;
         };
@@ -95,7 +101,7 @@ impl Forwards {
         tasks.spawn(async move {
             let result = letters.forward(&message).await;
             let _ = done.send(Box::new(Forwarded {
-                index,
+                key,
                 origin,
                 result,
             }));
@@ -114,18 +120,31 @@ impl Forwards {
 
 impl Driver {
     /// Tells the core how a forward ended, and carries out what follows
-    /// (the original's ack, or its redelivery).
+    /// (the original's ack, or its redelivery; nothing once its sub was
+    /// freed: its topic left).
     pub(super) async fn on_forwarded(&mut self, forwarded: Box<Forwarded>) {
         let forwards = &mut self.settings.forwards;
         forwards.in_flight = forwards.in_flight.saturating_sub(1);
         let Forwarded {
-            index,
+            key,
             origin,
             result,
         } = *forwarded;
-        let Some(sub) = self.subs.get_mut(index) else {
-            return;
-        };
+        if let Some(index) = self.index_of(key) {
+            self.settle_forward(index, origin, result).await;
+        }
+        let released = self.settings.forwards.release();
+        self.send_withheld(released).await;
+    }
+
+    /// Tells sub `index`'s core how the forward of `origin` ended.
+    async fn settle_forward(
+        &mut self,
+        index: usize,
+        origin: MessageId,
+        result: Result<MessageId, ConsumerError>,
+    ) {
+        let sub = &self.subs[index];
         let result = match result {
             Ok(copy) => {
                 debug!(topic = %sub.name, %origin, %copy, "forwarded to the dead-letter topic");
@@ -140,8 +159,6 @@ impl Driver {
             .core
             .on_dead_letter_result(origin, result);
         self.run_actions(index).await;
-        let released = self.settings.forwards.release();
-        self.send_withheld(released).await;
     }
 
     /// Waits for every forward in flight and settles its original, so a

@@ -83,6 +83,12 @@ impl MemoryShare {
         true
     }
 
+    /// Moves the FLOWs held back to their sub's new index (`moved(old)`),
+    /// dropping those of subs freed (`None`).
+    pub(crate) fn remap(&mut self, moved: impl Fn(usize) -> Option<usize>) {
+        super::leave::remap_flows(&mut self.withheld, moved);
+    }
+
     /// The FLOWs held back that may go out now: all of them once the
     /// budget has room, else those of subs whose queue is empty
     /// (`queue_empty(index)`). Arms the wait for room for what stays.

@@ -18,6 +18,7 @@ mod driver;
 mod events;
 mod execute;
 mod forward;
+mod leave;
 mod memory;
 mod observe;
 mod resubscribe;
@@ -127,6 +128,7 @@ impl Driver {
 use command::Reply;
 use driver::Sub;
 use events::Events;
+use leave::SubKey;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

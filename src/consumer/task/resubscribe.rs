@@ -17,8 +17,8 @@ pub(super) type Attached = (
     mpsc::UnboundedReceiver<ConsumerEvent>,
 );
 
-/// The outcome of one resubscribe attempt of sub `index`, generation `gen`.
-pub(super) type Outcome = (usize, u64, Result<Attached, ConsumerError>);
+/// The outcome of one resubscribe attempt of sub `key`, generation `gen`.
+pub(super) type Outcome = (SubKey, u64, Result<Attached, ConsumerError>);
 
 /// The resubscribe attempts under way (each a task of its own, reporting
 /// on one channel) and each partition's backoff.
@@ -53,6 +53,19 @@ impl Resubscribes {
         self.backoff.get(&index).map_or(0, Backoff::attempts)
     }
 
+    /// Moves each sub's backoff and running attempt to its new index
+    /// (`moved(old)`), dropping those of subs freed (`None`).
+    pub(super) fn remap(&mut self, moved: impl Fn(usize) -> Option<usize>) {
+        self.backoff = std::mem::take(&mut self.backoff)
+            .into_iter()
+            .filter_map(|(index, backoff)| Some((moved(index)?, backoff)))
+            .collect();
+        self.running = std::mem::take(&mut self.running)
+            .into_iter()
+            .filter_map(&moved)
+            .collect();
+    }
+
     /// No more attempts: running ones stop (or close what they make), and
     /// subscriptions that arrived but were not taken yet are closed.
     pub(super) async fn shut(&mut self) {
@@ -64,14 +77,16 @@ impl Resubscribes {
         }
     }
 
-    /// Runs `attempt` after `delay` as a task. Once the consumer is gone
-    /// (the channel closed) the task stops during its delay; an attempt
-    /// already talking to the broker finishes and closes what it
-    /// subscribed, so no consumer is left behind on the broker.
+    /// Runs `attempt` of sub `index` (`key` in its outcome) after `delay`
+    /// as a task. Once the consumer is gone (the channel closed) the task
+    /// stops during its delay; an attempt already talking to the broker
+    /// finishes and closes what it subscribed, so no consumer is left
+    /// behind on the broker.
     pub(super) fn spawn(
         &mut self,
         delay: Duration,
         index: usize,
+        key: SubKey,
         generation: u64,
         attempt: impl std::future::Future<Output = Result<Attached, ConsumerError>> + Send + 'static,
     ) {
@@ -84,7 +99,7 @@ impl Resubscribes {
             }
             let outcome = attempt.await;
             if let Err(mpsc::error::SendError(unsent)) =
-                tx.send(Box::new((index, generation, outcome)))
+                tx.send(Box::new((key, generation, outcome)))
             {
                 if let (_, _, Ok((conn, id, _))) = *unsent {
                     close_orphan(&conn, id).await;
@@ -163,7 +178,7 @@ impl Driver {
         let (topic, generation) = (sub.topic.clone(), sub.generation);
         debug!(topic = %topic.as_str(), ?delay, "subscribing again");
         self.resubscribes
-            .spawn(delay, index, generation, async move {
+            .spawn(delay, index, sub.key, generation, async move {
                 let name = topic.as_str();
                 match client.reconnect_to(&topic, hint.as_ref()).await {
                     Ok(conn) => subscribe_on(conn, &options, name, epoch).await,
@@ -177,10 +192,15 @@ impl Driver {
 
     /// Takes the outcome of one subscribe attempt: the sub is live again
     /// (permits granted anew), or the next attempt starts, or it is given up.
-    pub(super) async fn resubscribed(&mut self, (index, generation, outcome): Outcome) {
-        let Some(sub) = self.subs.get_mut(index) else {
+    pub(super) async fn resubscribed(&mut self, (key, generation, outcome): Outcome) {
+        let Some(index) = self.index_of(key) else {
+            // Its topic left and it was freed.
+            if let Ok((conn, id, _)) = outcome {
+                close_orphan(&conn, id).await;
+            }
             return;
         };
+        let sub = &mut self.subs[index];
         if sub.generation != generation {
             if let Ok((conn, id, _)) = outcome {
                 close_orphan(&conn, id).await;

@@ -151,6 +151,29 @@ impl Shelved {
         }
     }
 
+    /// Frees the slots of removed subs, and moves every index kept here
+    /// to its sub's new one (`moved(old)`, `None` for a slot freed): the
+    /// work handles left, the round-robin start, the memory shares (a
+    /// freed slot's go back to the budget).
+    pub(super) fn free(&mut self, moved: impl Fn(usize) -> Option<usize>) {
+        let n = self.slots.len();
+        self.next_sub = (self.next_sub..n)
+            .chain(0..self.next_sub)
+            .find_map(&moved)
+            .unwrap_or(0);
+        self.touched = std::mem::take(&mut self.touched)
+            .into_iter()
+            .filter_map(&moved)
+            .collect();
+        self.held.remap(&moved);
+        self.slots = std::mem::take(&mut self.slots)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(old, slot)| moved(old).map(|_| slot))
+            .collect();
+        super::leave::shrink_if_mostly_empty(&mut self.slots);
+    }
+
     /// Brings sub `index`'s share of the memory budget in line with its queue.
     pub(super) fn sync_memory(&mut self, index: usize) {
         let bytes = self.slots[index].core.queued_bytes();
@@ -475,6 +498,24 @@ impl HeldBytes {
         } else if bytes > *held {
             *held += self.budget.take(bytes - *held);
         }
+    }
+
+    /// Moves each sub's bytes to its new index (`moved(old)`); those of a
+    /// sub freed (`None`) go back to the budget.
+    pub(super) fn remap(&mut self, moved: impl Fn(usize) -> Option<usize>) {
+        let mut held = Vec::new();
+        for (old, bytes) in std::mem::take(&mut self.held).into_iter().enumerate() {
+            match moved(old) {
+                Some(new) => {
+                    if held.len() <= new {
+                        held.resize(new + 1, 0);
+                    }
+                    held[new] = bytes;
+                }
+                None => self.budget.give(bytes),
+            }
+        }
+        self.held = held;
     }
 
     /// Gives everything back (the consumer ended).
