@@ -193,6 +193,31 @@ pub mod answer {
         }
     }
 
+    /// ACK_RESPONSE of consumer `consumer` to ACK request `request`.
+    pub fn ack_response(consumer: u64, request: u64) -> BaseCommand {
+        BaseCommand {
+            ack_response: Some(Box::new(proto::CommandAckResponse {
+                consumer_id: consumer,
+                request_id: Some(request),
+                ..proto::CommandAckResponse::default()
+            })),
+            ..base(Type::AckResponse)
+        }
+    }
+
+    /// ADD_SUBSCRIPTION_TO_TXN_RESPONSE to request `request`: added.
+    pub fn subscription_added(request: u64) -> BaseCommand {
+        BaseCommand {
+            add_subscription_to_txn_response: Some(Box::new(
+                proto::CommandAddSubscriptionToTxnResponse {
+                    request_id: request,
+                    ..proto::CommandAddSubscriptionToTxnResponse::default()
+                },
+            )),
+            ..base(Type::AddSubscriptionToTxnResponse)
+        }
+    }
+
     pub fn success(request: u64) -> BaseCommand {
         BaseCommand {
             success: Some(Box::new(proto::CommandSuccess {

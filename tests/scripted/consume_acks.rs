@@ -27,19 +27,6 @@ async fn one_message(
     consumer.receive().await.expect("receive")
 }
 
-/// The ACK_RESPONSE for request `request`.
-fn ack_response(consumer: u64, request: u64) -> BaseCommand {
-    BaseCommand {
-        r#type: Type::AckResponse as i32,
-        ack_response: Some(Box::new(proto::CommandAckResponse {
-            consumer_id: consumer,
-            request_id: Some(request),
-            ..proto::CommandAckResponse::default()
-        })),
-        ..BaseCommand::default()
-    }
-}
-
 /// The next ACK: its consumer id, entries and request id.
 async fn expect_ack(broker: &mut FakeBroker) -> (u64, Vec<u64>, Option<u64>) {
     let frame = broker.expect(Type::Ack).await;
@@ -103,7 +90,10 @@ async fn an_ack_made_while_subscribing_again_is_confirmed_by_the_new_consumer() 
             "answered before the broker confirmed"
         );
         broker
-            .send(ack_response(again, request.expect("a receipt request")))
+            .send(answer::ack_response(
+                again,
+                request.expect("a receipt request"),
+            ))
             .await;
         acking.await.expect("task").expect("confirmed");
     })
@@ -125,7 +115,7 @@ async fn an_ack_in_flight_when_the_consumer_is_closed_is_sent_again_as_the_new_o
         let (consumer_id, entries, request) = expect_ack(&mut broker).await;
         assert_eq!((consumer_id, entries), (again, vec![1]));
         broker
-            .send(ack_response(again, request.expect("request")))
+            .send(answer::ack_response(again, request.expect("request")))
             .await;
         acking.await.expect("task").expect("confirmed");
     })
@@ -179,7 +169,7 @@ async fn a_member_ack_with_receipt_is_answered_at_once_and_the_last_waits_for_it
         assert_eq!(entries, [4], "one ACK for the entry");
         assert!(!second_ack.is_finished());
         broker
-            .send(ack_response(id, request.expect("request")))
+            .send(answer::ack_response(id, request.expect("request")))
             .await;
         second_ack.await.expect("task").expect("member 1 confirmed");
     })

@@ -149,19 +149,6 @@ async fn a_pattern_consumer_frees_what_it_kept_for_topics_that_left() {
     .await;
 }
 
-/// The ACK_RESPONSE of consumer `consumer` to ACK request `request`.
-fn ack_response(consumer: u64, request: u64) -> BaseCommand {
-    BaseCommand {
-        r#type: Type::AckResponse as i32,
-        ack_response: Some(Box::new(proto::CommandAckResponse {
-            consumer_id: consumer,
-            request_id: Some(request),
-            ..proto::CommandAckResponse::default()
-        })),
-        ..BaseCommand::default()
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn subs_moved_by_freeing_keep_their_events_subscribe_attempts_and_acks() {
     let net = FakeNetwork::new();
@@ -207,7 +194,9 @@ async fn subs_moved_by_freeing_keep_their_events_subscribe_attempts_and_acks() {
                     let body = frame.command.ack.as_ref().expect("body");
                     assert_eq!(Some(body.consumer_id), again, "ACK under pat-c's new id");
                     let request = body.request_id.expect("a receipt request");
-                    broker.send(ack_response(body.consumer_id, request)).await;
+                    broker
+                        .send(answer::ack_response(body.consumer_id, request))
+                        .await;
                     acked = true;
                 }
                 other => panic!("unexpected {other:?}"),

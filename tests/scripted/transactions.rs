@@ -55,6 +55,20 @@ async fn answer_lookup(broker: &mut FakeBroker) {
     answer_lookup_here(broker, &lookup).await;
 }
 
+/// Answers what a first `begin()` asks (the assign topic's partitions,
+/// coordinator 0's lookup and TC_CLIENT_CONNECT, the NEW_TXN): the
+/// transaction (0, 9).
+async fn begin_txn_0_9(broker: &mut FakeBroker) {
+    let metadata = broker.expect(Type::PartitionedMetadata).await;
+    broker
+        .send(answer::partitions(request_id(&metadata), 1))
+        .await;
+    let new_txn = attach_coordinator(broker).await;
+    broker
+        .send(answer::new_txn(request_id(&new_txn), 0, 9))
+        .await;
+}
+
 /// Answers coordinator 0's lookup and TC_CLIENT_CONNECT; returns the
 /// NEW_TXN that follows, unanswered.
 async fn attach_coordinator(broker: &mut FakeBroker) -> Frame {
@@ -224,14 +238,7 @@ async fn an_operation_timeout_of_duration_max_begins_and_commits() {
         async move { client.transaction().begin().await }
     });
     guard("begin and commit", async {
-        let metadata = broker.expect(Type::PartitionedMetadata).await;
-        broker
-            .send(answer::partitions(request_id(&metadata), 1))
-            .await;
-        let new_txn = attach_coordinator(&mut broker).await;
-        broker
-            .send(answer::new_txn(request_id(&new_txn), 0, 9))
-            .await;
+        begin_txn_0_9(&mut broker).await;
         let txn = begin.await.expect("task").expect("begin");
 
         let commit = tokio::spawn(async move { txn.commit().await });
@@ -241,33 +248,6 @@ async fn an_operation_timeout_of_duration_max_begins_and_commits() {
         commit.await.expect("task").expect("committed");
     })
     .await;
-}
-
-/// The ADD_SUBSCRIPTION_TO_TXN_RESPONSE for request `request`: added.
-fn subscription_added(request: u64) -> pulsar_wire::proto::BaseCommand {
-    pulsar_wire::proto::BaseCommand {
-        r#type: Type::AddSubscriptionToTxnResponse as i32,
-        add_subscription_to_txn_response: Some(Box::new(
-            pulsar_wire::proto::CommandAddSubscriptionToTxnResponse {
-                request_id: request,
-                ..Default::default()
-            },
-        )),
-        ..Default::default()
-    }
-}
-
-/// The ACK_RESPONSE of consumer `consumer` for request `request`.
-fn acked(consumer: u64, request: u64) -> pulsar_wire::proto::BaseCommand {
-    pulsar_wire::proto::BaseCommand {
-        r#type: Type::AckResponse as i32,
-        ack_response: Some(Box::new(pulsar_wire::proto::CommandAckResponse {
-            consumer_id: consumer,
-            request_id: Some(request),
-            ..Default::default()
-        })),
-        ..Default::default()
-    }
 }
 
 /// Answers a LOOKUP (the next frame) and the SUBSCRIBE and FLOW after it;
@@ -316,14 +296,7 @@ async fn an_ack_in_a_transaction_while_its_partition_subscribes_again_goes_under
             let client = client.clone();
             async move { client.transaction().begin().await }
         });
-        let metadata = broker.expect(Type::PartitionedMetadata).await;
-        broker
-            .send(answer::partitions(request_id(&metadata), 1))
-            .await;
-        let new_txn = attach_coordinator(&mut broker).await;
-        broker
-            .send(answer::new_txn(request_id(&new_txn), 0, 9))
-            .await;
+        begin_txn_0_9(&mut broker).await;
         let txn = begin.await.expect("task").expect("begin");
 
         let mut message = crate::consume::message(old, 1, "m", pulsar_wire::wire::Checksum::Valid);
@@ -356,12 +329,15 @@ async fn an_ack_in_a_transaction_while_its_partition_subscribes_again_goes_under
             .as_ref()
             .expect("body")
             .request_id;
-        broker.send(subscription_added(request)).await;
+        broker.send(answer::subscription_added(request)).await;
         let ack = broker.expect(Type::Ack).await;
         let body = ack.command.ack.as_ref().expect("body");
         assert_eq!(body.consumer_id, new, "under the new consumer id");
         broker
-            .send(acked(new, body.request_id.expect("a request")))
+            .send(answer::ack_response(
+                new,
+                body.request_id.expect("a request"),
+            ))
             .await;
         acking
             .await
