@@ -66,7 +66,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             if !self.last_chance.is_empty() {
                 self.last_chance.remove(&id);
             }
-            self.recent.push(id);
+            // A batch member is remembered by its entry, once the whole
+            // batch is acked (see `member_acked`); until then the batch's
+            // own state drops the copies of its acked members.
+            if !id.is_batch_member() {
+                self.recent.push(id);
+            }
             return self.settle(id, false);
         }
         self.settled.insert(id);
@@ -221,7 +226,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Queues what acking a batch member led to.
     pub(super) fn member_acked(&mut self, outcome: MemberAck) -> Acked {
         match outcome {
-            MemberAck::Entry(entry) => self.actions.ack(entry),
+            MemberAck::Entry(entry) => {
+                // One id for the whole batch: copies of every member are
+                // dropped, however large the batch.
+                self.recent.push(entry);
+                self.actions.ack(entry);
+            }
             MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
                 self.actions.ack_members(entry, set);
             }

@@ -11,7 +11,9 @@
 //!   forgetting the oldest only risks a duplicate, never a loss), and, from
 //!   a reconnect or rewind on, the last ones acked while held: the broker
 //!   applies acks asynchronously, so it may dispatch a copy of a message
-//!   acked just before it closed the consumer.
+//!   acked just before it closed the consumer. A batch acked whole is one
+//!   id there, its entry's, which covers every member: one lost ACK of a
+//!   batch brings back all its members.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -98,7 +100,9 @@ impl Settled {
     /// Whether `id` is known to be acked.
     pub(crate) fn contains(&self, id: MessageId) -> bool {
         self.floor.is_some_and(|floor| id <= floor)
-            || (!self.ids.is_empty() && self.ids.contains(&id))
+            || (!self.ids.is_empty()
+                && (self.ids.contains(&id)
+                    || (id.is_batch_member() && self.ids.contains(&id.entry()))))
     }
 
     /// How many individual ids are remembered.

@@ -437,3 +437,41 @@ fn a_member_of_an_unknown_entry_acked_without_its_batch_size_is_unrecorded() {
     assert_eq!(core.ack(t0, member(9, 1)), Acked::Unrecorded);
     assert_eq!(drain(&mut core), []);
 }
+
+#[test]
+fn copies_of_a_wholly_acked_batch_a_reconnect_brings_back_are_dropped_however_large() {
+    // A broker that lost the acks sent just before it closed the consumer
+    // redelivers what they covered: a batch of 600, then 500 messages.
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    for index in 0..600 {
+        core.on_message(t0, batch_msg(1, index, 600)).unwrap();
+    }
+    for index in 0..600 {
+        let m = core.pop_for_application(t0).expect("member");
+        assert_eq!(m.id, member(1, index));
+        core.ack(t0, m.id);
+    }
+    for n in 2..502 {
+        let m = deliver(&mut core, t0, msg(id(n), 0));
+        core.ack(t0, m.id);
+    }
+    drain(&mut core);
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    for index in 0..600 {
+        core.on_message(t0, batch_msg(1, index, 600)).unwrap();
+    }
+    for n in 2..502 {
+        core.on_message(t0, msg(id(n), 1)).unwrap();
+    }
+    let again: Vec<MessageId> =
+        std::iter::from_fn(|| core.pop_for_application(t0).map(|m| m.id)).collect();
+    assert!(
+        again.is_empty(),
+        "{} copies of acked messages handed out, first {:?}",
+        again.len(),
+        again.first()
+    );
+}
