@@ -474,7 +474,8 @@ impl Driver {
                 }
             }
             Command::Close(reply) => {
-                // Taken by `take_command`; here only if sent while closing.
+                // `take_command` and `close` take every Close first: it
+                // never comes here (nothing is left to close if it did).
                 let _ = reply.send(Err(ConsumerError::Closed));
             }
         }
