@@ -2,8 +2,7 @@
 //! and uncompressed sizes, a decompression bomb (an unknown codec is in
 //! `unreadable.rs`: never acked); a
 //! corrupt frame that makes the consumer subscribe again; receipts for
-//! sequence ids never sent; and a batch redelivered with an `ack_set`
-//! (issue 5).
+//! sequence ids never sent; and a batch redelivered with an `ack_set`.
 
 use bytes::{Bytes, BytesMut};
 use prost::Message as _;
