@@ -217,9 +217,25 @@ pub async fn topic_bundle(admin_url: &str, topic: &str) -> String {
 
 /// The `pulsar://` URL of the broker that owns `topic` (a lookup: an unowned
 /// bundle gets assigned by it).
+///
+/// A lookup made while the bundle passes from one broker to another can
+/// fail with HTTP 500 "Failed to acquire ownership": the new owner found
+/// the old one still holding it. It is asked again after the lookup
+/// backoff's first delay, as a client does, a few times.
 pub async fn topic_owner(admin_url: &str, topic: &str) -> String {
+    const TRIES: u32 = 20;
     let url = format!("{admin_url}/lookup/v2/topic/{}", rest_path(topic));
-    let answer = call("GET", &url, None).await.ok("topic lookup").json();
+    let mut answer = call("GET", &url, None).await;
+    for _ in 1..TRIES {
+        let handing_over =
+            answer.status == 500 && answer.body.contains("Failed to acquire ownership");
+        if !handing_over {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        answer = call("GET", &url, None).await;
+    }
+    let answer = answer.ok("topic lookup").json();
     answer["brokerUrl"]
         .as_str()
         .unwrap_or_else(|| panic!("no brokerUrl in {answer}"))
