@@ -226,10 +226,16 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Queues what acking a batch member led to.
     pub(super) fn member_acked(&mut self, outcome: MemberAck) -> Acked {
         match outcome {
-            MemberAck::Entry(entry) => {
+            MemberAck::Entry(entry, asked_again) => {
                 // One id for the whole batch: copies of every member are
-                // dropped, however large the batch.
-                self.recent.push(entry);
+                // dropped, however large the batch. A copy asked for by a
+                // nack or a timeout may still be on its way: settled now,
+                // not only at the next reconnect or rewind.
+                if asked_again {
+                    self.settled.insert(entry);
+                } else {
+                    self.recent.push(entry);
+                }
                 self.actions.ack(entry);
             }
             MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
@@ -254,7 +260,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
                 self.forward(id, count, message);
             } else {
                 if id.is_batch_member() {
-                    self.batches.leave(id);
+                    self.batches.ask_again(id);
                 }
                 entries.push(id.entry());
             }

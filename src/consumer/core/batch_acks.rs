@@ -27,6 +27,11 @@ struct Entry {
     live: u32,
     /// Members being forwarded to the dead-letter topic.
     forwarding: u32,
+    /// A member was asked for again (nack, ack timeout): the broker sends
+    /// the whole entry once per ask, so copies may still come after the
+    /// entry is acked. Kept until the entry is acked or the live members
+    /// are cleared (a reconnect or rewind makes those asks moot).
+    asked_again: bool,
     acked: Box<[u64]>,
 }
 
@@ -50,7 +55,7 @@ impl Entry {
     }
 
     fn is_idle(&self) -> bool {
-        self.live == 0 && self.forwarding == 0 && self.acked_count == 0
+        self.live == 0 && self.forwarding == 0 && self.acked_count == 0 && !self.asked_again
     }
 
     /// The protocol's `ack_set`: bit `i` set while member `i` is unacked.
@@ -68,8 +73,10 @@ impl Entry {
 /// What acking a member leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MemberAck {
-    /// Every member is acked: ack the entry (its state is gone).
-    Entry(MessageId),
+    /// Every member is acked: ack the entry (its state is gone). The flag
+    /// says whether a member was asked for again: copies of the entry may
+    /// still come, and must be dropped.
+    Entry(MessageId, bool),
     /// Members remain: with batch index ack, ack the entry with this set.
     Partial(MessageId, Vec<i64>),
     /// No state for this entry (a cumulative ack covered it already).
@@ -107,6 +114,15 @@ impl BatchAcks {
     /// timed out, or cleared by a rewind).
     pub(crate) fn leave(&mut self, id: MessageId) {
         self.update(id, |e| e.live = e.live.saturating_sub(1));
+    }
+
+    /// A held member is asked for again: it leaves, and a copy of the
+    /// whole entry will come.
+    pub(crate) fn ask_again(&mut self, id: MessageId) {
+        self.update(id, |e| {
+            e.live = e.live.saturating_sub(1);
+            e.asked_again = true;
+        });
     }
 
     /// A held member is being forwarded to the dead-letter topic.
@@ -162,6 +178,7 @@ impl BatchAcks {
             acked_count: 0,
             live: 0,
             forwarding: 0,
+            asked_again: false,
             acked: vec![0; size.div_ceil(64) as usize].into_boxed_slice(),
         })
     }
@@ -177,7 +194,7 @@ impl BatchAcks {
         let key = entry.entry();
         let Some(state) = self.entries.get_mut(&key) else {
             return if covers_all(size, indexes) {
-                MemberAck::Entry(key)
+                MemberAck::Entry(key, false)
             } else {
                 MemberAck::Untracked
             };
@@ -219,7 +236,7 @@ impl BatchAcks {
             }
         }
         match Self::outcome(&mut self.entries, key) {
-            MemberAck::Entry(entry) => Some((entry, None)),
+            MemberAck::Entry(entry, _) => Some((entry, None)),
             MemberAck::Partial(entry, set) if batch_index_ack => Some((entry, Some(set))),
             MemberAck::Partial(..) | MemberAck::Untracked => {
                 let entry_id = upto.entry_id.checked_sub(1)?;
@@ -233,6 +250,7 @@ impl BatchAcks {
     pub(crate) fn clear_live(&mut self) {
         self.entries.retain(|_, e| {
             e.live = 0;
+            e.asked_again = false;
             !e.is_idle()
         });
     }
@@ -259,8 +277,9 @@ impl BatchAcks {
     ) -> MemberAck {
         match entries.get(&key) {
             Some(entry) if entry.is_complete() => {
+                let asked_again = entry.asked_again;
                 entries.remove(&key);
-                MemberAck::Entry(key)
+                MemberAck::Entry(key, asked_again)
             }
             Some(entry) => MemberAck::Partial(key, entry.ack_set()),
             None => MemberAck::Untracked,

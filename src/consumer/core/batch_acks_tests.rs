@@ -23,7 +23,7 @@ fn the_entry_is_acked_when_the_last_member_is() {
     );
     assert_eq!(
         acks.ack(member(1, 2), false),
-        MemberAck::Entry(MessageId::new(2, 1))
+        MemberAck::Entry(MessageId::new(2, 1), false)
     );
     assert_eq!(acks.len(), 0, "state dropped once fully acked");
 }
@@ -80,7 +80,7 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
     acks.arrive(member(1, 1), 2, false);
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Entry(MessageId::new(2, 1))
+        MemberAck::Entry(MessageId::new(2, 1), false)
     );
 }
 
@@ -95,7 +95,7 @@ fn forwards_hold_state_until_their_result() {
     acks.arrive(member(1, 0), 1, true);
     assert_eq!(
         acks.ack(member(1, 0), true),
-        MemberAck::Entry(MessageId::new(2, 1))
+        MemberAck::Entry(MessageId::new(2, 1), false)
     );
 }
 
@@ -143,7 +143,7 @@ fn skipped_members_count_as_acked() {
     );
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Entry(MessageId::new(2, 1)),
+        MemberAck::Entry(MessageId::new(2, 1), false),
         "the delivered member completes the entry"
     );
     assert_eq!(acks.len(), 0);
@@ -164,7 +164,7 @@ fn skipping_leaves_no_state_for_entries_without_members_here() {
     assert_eq!(acks.len(), 0);
     assert_eq!(
         acks.skip(MessageId::new(2, 1), 3, &[2, 0, 1]),
-        MemberAck::Entry(MessageId::new(2, 1)),
+        MemberAck::Entry(MessageId::new(2, 1), false),
         "every member skipped: the entry is done"
     );
     assert_eq!(
@@ -181,7 +181,7 @@ fn a_skip_completing_an_entry_whose_members_were_acked_acks_it() {
     acks.ack(member(1, 0), false);
     assert_eq!(
         acks.skip(MessageId::new(2, 1), 2, &[1]),
-        MemberAck::Entry(MessageId::new(2, 1))
+        MemberAck::Entry(MessageId::new(2, 1), false)
     );
 }
 

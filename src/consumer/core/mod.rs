@@ -275,7 +275,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         if skipped.is_empty() || !self.config.track_messages {
             return;
         }
-        if let MemberAck::Entry(entry) = self.batches.skip(entry, batch_size, skipped) {
+        if let MemberAck::Entry(entry, _) = self.batches.skip(entry, batch_size, skipped) {
             self.actions.ack(entry);
         }
     }

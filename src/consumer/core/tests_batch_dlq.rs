@@ -475,3 +475,42 @@ fn copies_of_a_wholly_acked_batch_a_reconnect_brings_back_are_dropped_however_la
         again.first()
     );
 }
+
+#[test]
+fn a_copy_of_a_batch_asked_for_twice_is_dropped_once_the_batch_is_acked() {
+    // Two members nacked: two copies of the entry come. The first brings
+    // both back and the batch is acked whole; the second must not hand
+    // any member out again.
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    let members: Vec<_> = (0..3)
+        .map(|i| deliver(&mut core, t0, batch_msg(1, i, 3)))
+        .collect();
+    core.nack(t0, members[0].id, 0);
+    core.nack(t0, members[1].id, 0);
+    drain(&mut core);
+    let again = |i| Incoming {
+        redelivery_count: 1,
+        ..batch_msg(1, i, 3)
+    };
+    for i in 0..3 {
+        core.on_message(t0, again(i)).unwrap();
+    }
+    let mut handed = Vec::new();
+    while let Some(m) = core.pop_for_application(t0) {
+        handed.push(m.id);
+    }
+    assert_eq!(handed, vec![member(1, 0), member(1, 1)]);
+    for id in handed.iter().chain([&members[2].id]) {
+        core.ack_with_batch_size(t0, *id, Some(3));
+    }
+    assert_eq!(drain(&mut core), vec![ack(&[id(1)])]);
+
+    for i in 0..3 {
+        core.on_message(t0, again(i)).unwrap();
+    }
+    assert!(
+        core.pop_for_application(t0).is_none(),
+        "a member of an acked batch came out again"
+    );
+}
