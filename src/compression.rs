@@ -194,7 +194,7 @@ impl Compression {
                 max,
             });
         }
-        let out = self.decompress_bounded(&input, size, max)?;
+        let out = self.decompress_bounded(&input, size)?;
         if out.len() != size {
             return Err(CompressionError::SizeMismatch {
                 codec: self,
@@ -205,14 +205,9 @@ impl Compression {
         Ok(out.into())
     }
 
-    /// Decompresses `input`, announced as `size` bytes (at most `max`);
-    /// returns what came out, or `size + 1` bytes when there is more.
-    fn decompress_bounded(
-        self,
-        input: &[u8],
-        size: usize,
-        max: usize,
-    ) -> Result<Vec<u8>, CompressionError> {
+    /// Decompresses `input`, announced as `size` bytes; returns what came
+    /// out, or `size + 1` bytes when there is more.
+    fn decompress_bounded(self, input: &[u8], size: usize) -> Result<Vec<u8>, CompressionError> {
         let corrupt =
             |source: Box<dyn std::error::Error + Send + Sync>| CompressionError::Corrupt {
                 codec: self,
@@ -245,8 +240,9 @@ impl Compression {
             Self::Zstd => {
                 let window = zstd_window(input).map_err(|e| corrupt(e.into()))?;
                 // A compressor sizes the window to a power of two at least
-                // the content (or to its default, 128 KiB for ruzstd).
-                let allowed = (2 * max as u64).max(ZSTD_MIN_WINDOW_ALLOWED);
+                // the content, or to its level's default when it does not
+                // know the content's size (see ZSTD_MIN_WINDOW_ALLOWED).
+                let allowed = (2 * size as u64).max(ZSTD_MIN_WINDOW_ALLOWED);
                 if window > allowed {
                     return Err(CompressionError::WindowTooLarge {
                         window,
@@ -284,9 +280,10 @@ impl Compression {
     }
 }
 
-/// Windows up to this size pass whatever the limit (compressors use up to
-/// 1 MiB for small inputs by default).
-const ZSTD_MIN_WINDOW_ALLOWED: u64 = 1 << 20;
+/// Windows up to this size pass whatever the announced size: zstd's levels
+/// up to 19 use windows of at most 8 MiB (larger ones take `--long` or the
+/// ultra levels, for content that large).
+const ZSTD_MIN_WINDOW_ALLOWED: u64 = 8 << 20;
 /// The most an LZ4 block grows: one byte per 255 of a match's length.
 const LZ4_MAX_RATIO: usize = 255;
 /// The most a snappy block grows: a 3-byte copy writes at most 64 bytes.
@@ -467,7 +464,7 @@ mod tests {
                 err,
                 CompressionError::WindowTooLarge {
                     window: 100_663_296,
-                    max: 10_485_760
+                    max: 8_388_608
                 }
             ),
             "{err}"

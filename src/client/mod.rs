@@ -281,8 +281,11 @@ impl ClientBuilder {
     /// fails at once, as each producer's
     /// [`when_full`](crate::producer::ProducerBuilder::when_full) says; when
     /// the queues' half is used up, a consumer whose queue holds messages
-    /// grants the broker no more permits until bytes are released. Default
-    /// 64 MiB.
+    /// grants the broker no more permits until bytes are released. It is
+    /// also the largest a compressed message may be once decompressed
+    /// (when more than [`max_message_size`](Self::max_message_size)): a
+    /// larger one could not be held, and is reported to the broker as
+    /// corrupt. Default 64 MiB.
     pub const fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
         self
@@ -291,7 +294,10 @@ impl ClientBuilder {
     /// The largest message the client accepts from a broker: a frame over
     /// the smaller of this and the broker's own `max_message_size` (plus
     /// 10 KiB for command and metadata) ends the connection before its
-    /// bytes are read, and a payload that decompresses past it is refused.
+    /// bytes are read. It bounds what crosses the wire: a compressed
+    /// message may be larger once decompressed, up to the
+    /// [memory limit](Self::memory_limit), as the broker and the Java
+    /// client allow.
     /// A broker cannot raise it. Default 5 MiB (the broker's default):
     /// raise it for brokers configured to take larger messages.
     pub const fn max_message_size(mut self, bytes: usize) -> Self {

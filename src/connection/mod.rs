@@ -395,7 +395,7 @@ impl Connection {
 
     /// The largest message accepted from the broker: the smaller of its
     /// `max_message_size` and [`ConnectionOptions::max_message_size`].
-    /// Frames and decompressed payloads past it are refused.
+    /// Frames past it are refused.
     pub fn max_receive_size(&self) -> usize {
         self.inner.max_receive_size
     }

@@ -113,8 +113,9 @@ impl ConnectionOptions {
     /// The largest message this side accepts from the broker. Frames
     /// longer than the smaller of this and the broker's CONNECTED
     /// `max_message_size`, plus 10 KiB for command and metadata, end the
-    /// connection before their bytes are read, and payloads that
-    /// decompress past it are refused. A broker cannot raise it. Default
+    /// connection before their bytes are read (a compressed payload may be
+    /// larger once decompressed, as the broker allows). A broker cannot
+    /// raise it. Default
     /// 5 MiB (the broker's default); at least 1 KiB.
     #[must_use]
     pub fn max_message_size(mut self, bytes: usize) -> Self {

@@ -319,3 +319,48 @@ async fn a_second_exclusive_producer_is_refused() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_message_over_the_max_size_only_once_decompressed_is_consumed_whole() {
+    // The broker's limit is on what goes over the wire: a compressed
+    // message may be much larger once decompressed (as the Java client
+    // sends and reads it).
+    let broker = TestBroker::start().await;
+    guard("decompressed size", async {
+        let client = client(&broker).await;
+        let max = pulsar_wire::wire::DEFAULT_MAX_MESSAGE_SIZE;
+        let big: Vec<u8> = b"0123456789abcdef".repeat((max + max / 2) / 16);
+        for codec in CODECS {
+            let topic = unique_topic("decompressed");
+            let mut consumer = client
+                .consumer(topic.clone(), "s")
+                .initial_position(pulsar_wire::consumer::InitialPosition::Earliest)
+                .subscribe()
+                .await
+                .expect("subscribe");
+            let producer = client
+                .producer(topic.clone())
+                .compression(codec)
+                .create()
+                .await
+                .expect("producer");
+            let id = producer
+                .send(big.clone())
+                .await
+                .expect("queued")
+                .await
+                .expect("receipt");
+            let got = consumer.receive().await.expect("receive");
+            assert_eq!(got.id(), id, "{codec:?}");
+            assert!(
+                got.payload() == big.as_slice(),
+                "{codec:?}: {} bytes",
+                got.payload().len()
+            );
+            consumer.ack(&got).await.expect("ack");
+            producer.close().await.expect("close");
+            consumer.close().await.expect("close");
+        }
+    })
+    .await;
+}

@@ -80,9 +80,10 @@ fn lying_entries() -> Vec<LyingEntry> {
     let text = b"hello hello hello hello hello hello".to_vec();
     let packed = Compression::Lz4.compress(&text).expect("compress");
     let real = text.len() as u32;
-    // 64 MiB of zeros, a few KiB compressed, announced as 1 KiB.
+    // 65 MiB of zeros (over the default memory limit, the most a message
+    // may take decompressed), a few KiB compressed, announced as 1 KiB.
     let bomb = Compression::Zlib
-        .compress(&vec![0u8; 64 * MIB])
+        .compress(&vec![0u8; 65 * MIB])
         .expect("compress");
     assert!(bomb.len() < 128 * 1024, "bomb of {} bytes", bomb.len());
     // A zstd frame of one raw 10-byte block whose header asks for a 96 MiB
@@ -158,7 +159,7 @@ fn lying_entries() -> Vec<LyingEntry> {
         ),
         (
             "bomb, honest size",
-            meta(None, Compression::Zlib as i32, Some(64 * MIB as u32)),
+            meta(None, Compression::Zlib as i32, Some(65 * MIB as u32)),
             bomb,
             UncompressedSizeCorruption,
             1,

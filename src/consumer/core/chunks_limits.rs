@@ -27,23 +27,30 @@ pub(crate) const CHUNK_OVERHEAD: usize =
     std::mem::size_of::<MessageId>() + std::mem::size_of::<Bytes>();
 
 /// How much larger than its (compressed) bytes an assembled message may
-/// decompress: an entry is limited by the broker's `max_message_size`, a
-/// chunked message only by this ratio to what arrived.
+/// decompress beyond the memory limit (see [`decompress_limit`]).
 const CHUNKED_DECOMPRESSION_RATIO: usize = 32;
 
-/// The largest uncompressed size to accept for `payload`: `max_message_size`
-/// for an entry, and for an assembled chunked message also
-/// [`CHUNKED_DECOMPRESSION_RATIO`] times its bytes.
-pub(crate) fn decompress_limit(max_message_size: usize, payload: &Payload) -> usize {
+/// The largest uncompressed size to accept for `payload`. The broker's
+/// `max_message_size` bounds what crosses the wire, compressed: as in the
+/// Java client, a message may be larger once decompressed. It may take up
+/// to the client's `memory_limit` (a larger one could not be held), and an
+/// assembled chunked message also up to [`CHUNKED_DECOMPRESSION_RATIO`]
+/// times its bytes; never less than `max_message_size`.
+pub(crate) fn decompress_limit(
+    max_message_size: usize,
+    memory_limit: usize,
+    payload: &Payload,
+) -> usize {
+    let limit = max_message_size.max(memory_limit);
     if payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1 {
-        max_message_size.max(
+        limit.max(
             payload
                 .data
                 .len()
                 .saturating_mul(CHUNKED_DECOMPRESSION_RATIO),
         )
     } else {
-        max_message_size
+        limit
     }
 }
 

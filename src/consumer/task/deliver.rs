@@ -137,7 +137,11 @@ impl Driver {
                 let sub = &mut self.subs[index];
                 // What the broker counted against the permits.
                 let permits = payload.metadata.num_messages_in_batch.unwrap_or(1).max(1) as u32;
-                let max_size = chunks::decompress_limit(sub.conn.max_receive_size(), &payload);
+                let max_size = chunks::decompress_limit(
+                    sub.conn.max_receive_size(),
+                    self.settings.client.memory().1,
+                    &payload,
+                );
                 let delivery = Delivery {
                     topic: &sub.name,
                     partition: sub.partition,
