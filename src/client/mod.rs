@@ -156,9 +156,29 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::Request`] if PARTITIONED_METADATA failed, or the
-    /// errors of reaching the service URL (see [`lookup`](Self::lookup)).
+    /// errors of reaching the service URL (see [`lookup`](Self::lookup)):
+    /// at once when final, after the operation timeout when
+    /// [retryable](ClientError::is_retryable).
     pub async fn partitioned_topic_metadata(&self, topic: &TopicName) -> Result<u32, ClientError> {
-        lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic).await
+        // As the Java client's: a passing failure (a lost connection, a
+        // broker not ready) is asked again with backoff, until the
+        // operation timeout has passed since the first try.
+        let deadline = tokio::time::Instant::now().checked_add(self.inner.operation_timeout);
+        let mut backoff = crate::backoff::Backoff::default();
+        loop {
+            match lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic).await {
+                Err(e) if e.is_retryable() => {
+                    let delay = backoff.next_delay();
+                    let next = tokio::time::Instant::now().checked_add(delay);
+                    if matches!((next, deadline), (Some(next), Some(end)) if next >= end) {
+                        return Err(e);
+                    }
+                    tracing::debug!(topic = %topic, error = %e, ?delay, "partitioned metadata asked again");
+                    tokio::time::sleep(delay).await;
+                }
+                answer => return answer,
+            }
+        }
     }
 
     /// The client-wide memory budget producers take from before queuing a

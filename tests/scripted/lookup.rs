@@ -319,3 +319,25 @@ async fn an_unreachable_service_url_fails_build_with_the_address() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn partitioned_metadata_cut_off_by_a_lost_connection_is_asked_again() {
+    // As the Java client does: a passing failure (here the connection
+    // dropped with the request pending) is retried with backoff; only the
+    // operation timeout ends the attempts.
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    let (client, mut first) = client(&net, &mut svc).await;
+    let asked = {
+        let client = client.clone();
+        tokio::spawn(async move { client.partitioned_topic_metadata(&topic("t")).await })
+    };
+    first.expect(Type::PartitionedMetadata).await;
+    drop(first);
+    let mut fresh = svc.accept().await;
+    fresh.handshake().await;
+    let frame = fresh.expect(Type::PartitionedMetadata).await;
+    fresh.send(answer::partitions(request_id(&frame), 3)).await;
+    let got = guard("asked again", asked).await.expect("task");
+    assert_eq!(got.expect("partitions"), 3);
+}
