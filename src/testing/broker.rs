@@ -275,6 +275,74 @@ impl TestBroker {
         self.inner.apply(|m| m.disconnect_all(clock::now()));
     }
 
+    /// Unloads `topic` (a full name; every partition of a partitioned
+    /// topic), as a broker does when a topic moves: CLOSE_PRODUCER and
+    /// CLOSE_CONSUMER go to every producer and consumer of it, which
+    /// reconnect; what the consumers held is delivered again.
+    pub fn unload(&self, topic: &str) {
+        let names = self.partitions_of(topic);
+        self.inner.apply(|m| {
+            for name in &names {
+                m.close_producers(name);
+                m.close_consumers(clock::now(), name, None);
+            }
+        });
+    }
+
+    /// Closes, from the broker's side, the consumers of `topic` (every
+    /// partition of a partitioned topic): CLOSE_CONSUMER, and they
+    /// subscribe again.
+    pub fn close_consumers(&self, topic: &str) {
+        let names = self.partitions_of(topic);
+        self.inner.apply(|m| {
+            for name in &names {
+                m.close_consumers(clock::now(), name, None);
+            }
+        });
+    }
+
+    /// Moves `subscription` of `topic` (every partition of a partitioned
+    /// topic) back to its first message, as `pulsar-admin topics
+    /// reset-cursor` does: everything is delivered again, and the
+    /// subscription's consumers are closed and subscribe again.
+    pub fn reset_cursor(&self, topic: &str, subscription: &str) {
+        let names = self.partitions_of(topic);
+        self.inner.apply(|m| {
+            for name in &names {
+                m.reset_cursor(clock::now(), name, subscription);
+            }
+        });
+    }
+
+    /// `topic` itself, or its partitions' names if it is partitioned.
+    fn partitions_of(&self, topic: &str) -> Vec<String> {
+        match self.inner.model().partitions(topic) {
+            0 => vec![topic.to_owned()],
+            n => (0..n).map(|i| format!("{topic}-partition-{i}")).collect(),
+        }
+    }
+
+    /// Announces `bytes` as the broker's message size to connections made
+    /// from now on (so producers cut chunks that small).
+    pub(crate) fn set_max_message_size(&self, bytes: i32) {
+        self.inner.apply(|m| m.set_max_message_size(bytes));
+    }
+
+    /// Waits until the broker has seen `count` changes.
+    pub(crate) async fn wait_for_changes(&self, count: u64) {
+        let mut changes = self.inner.version.subscribe();
+        while *changes.borrow_and_update() < count {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Runs `inspect` on the broker's model.
+    pub(crate) fn with_model<T>(&self, inspect: impl FnOnce(&Model) -> T) -> T {
+        inspect(&self.inner.model())
+    }
+
     /// Refuses the next `count` SENDs to `topic` with `code` (a
     /// SEND_ERROR).
     pub fn fail_sends(&self, topic: &str, count: usize, code: ServerError) {

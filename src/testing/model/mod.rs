@@ -66,6 +66,8 @@ pub(crate) struct Model {
     slow: HashMap<String, Duration>,
     held: Vec<HeldSend>,
     out: Vec<Out>,
+    /// What CONNECTED announces.
+    max_message_size: i32,
 }
 
 impl Model {
@@ -84,6 +86,7 @@ impl Model {
             slow: HashMap::new(),
             held: Vec::new(),
             out: Vec::new(),
+            max_message_size: replies::DEFAULT_MAX_MESSAGE_SIZE,
         }
     }
 
@@ -110,6 +113,22 @@ impl Model {
         self.partitioned.insert(topic.to_owned(), partitions);
     }
 
+    /// Announces `bytes` as the broker's message size to connections made
+    /// from now on.
+    pub(crate) fn set_max_message_size(&mut self, bytes: i32) {
+        self.max_message_size = bytes;
+    }
+
+    /// A topic, by its full name.
+    pub(crate) fn topic(&self, name: &str) -> Option<&Topic> {
+        self.topics.get(name)
+    }
+
+    /// How many partitions `topic` has (0: not partitioned).
+    pub(crate) fn partitions(&self, topic: &str) -> u32 {
+        self.partitioned.get(topic).copied().unwrap_or(0)
+    }
+
     /// The next `count` SENDs to `topic` fail with `code`.
     pub(crate) fn fail_sends(&mut self, topic: &str, count: usize, code: ServerError) {
         let queue = self.failing.entry(topic.to_owned()).or_default();
@@ -132,6 +151,62 @@ impl Model {
             self.out.push(Out::Close(conn));
             self.on_disconnect(now, conn);
         }
+    }
+
+    /// Closes, from the broker's side, every consumer of `topic` (a full
+    /// name; each partition's own name) that belongs to `subscription`, or
+    /// every consumer of it when `subscription` is `None`: CLOSE_CONSUMER
+    /// goes out and what they held is delivered again.
+    pub(crate) fn close_consumers(
+        &mut self,
+        now: Instant,
+        topic: &str,
+        subscription: Option<&str>,
+    ) {
+        let mut closed = Vec::new();
+        for (conn, state) in self.conns.iter_mut() {
+            state.consumers.retain(|id, (t, s)| {
+                let hit = t == topic && subscription.is_none_or(|want| want == s);
+                if hit {
+                    closed.push((*conn, *id, s.clone()));
+                }
+                !hit
+            });
+        }
+        for (conn, id, sub) in closed {
+            self.reply(conn, replies::close_consumer(id));
+            self.detach(now, conn, id, topic, &sub);
+        }
+    }
+
+    /// Closes, from the broker's side, every producer of `topic`.
+    pub(crate) fn close_producers(&mut self, topic: &str) {
+        let mut closed = Vec::new();
+        for (conn, state) in self.conns.iter_mut() {
+            state.producers.retain(|id, t| {
+                let hit = t == topic;
+                if hit {
+                    closed.push((*conn, *id));
+                }
+                !hit
+            });
+        }
+        self.held
+            .retain(|h| !(h.topic == topic && closed.contains(&(h.conn, h.producer_id))));
+        for (conn, id) in closed {
+            self.reply(conn, replies::close_producer(id));
+        }
+    }
+
+    /// Moves `subscription` of `topic` back to its first entry, as an
+    /// administrator's cursor reset does; like Apache Pulsar, the broker
+    /// closes the subscription's consumers, which subscribe again.
+    pub(crate) fn reset_cursor(&mut self, now: Instant, topic: &str, subscription: &str) {
+        let Some(sub) = self.sub_mut(topic, subscription) else {
+            return;
+        };
+        sub.reset(0);
+        self.close_consumers(now, topic, Some(subscription));
     }
 
     /// The messages stored in `topic`.
@@ -207,7 +282,7 @@ impl Model {
     pub(crate) fn on_frame(&mut self, now: Instant, conn: ConnId, frame: Frame) {
         let c = &frame.command;
         match c.r#type() {
-            Type::Connect => self.reply(conn, replies::connected()),
+            Type::Connect => self.reply(conn, replies::connected(self.max_message_size)),
             Type::Ping => self.reply(conn, replies::pong()),
             Type::Lookup => {
                 if let Some(l) = &c.lookup_topic {
@@ -711,7 +786,7 @@ fn partition_of(topic: &str) -> i32 {
 }
 
 /// The messages of one entry, a batch's members one by one.
-fn stored(entry: &Entry, origin: Instant) -> Vec<StoredMessage> {
+pub(crate) fn stored(entry: &Entry, origin: Instant) -> Vec<StoredMessage> {
     let m = &entry.metadata;
     let data = crate::compression::Compression::from_proto(m.compression.unwrap_or(0))
         .and_then(|c| {

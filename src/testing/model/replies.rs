@@ -23,13 +23,16 @@ fn frame(command: BaseCommand) -> Frame {
     }
 }
 
-/// CONNECTED, with Apache Pulsar's default 5 MiB message size.
-pub(crate) fn connected() -> Frame {
+/// Apache Pulsar's default message size: 5 MiB.
+pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: i32 = 5 * 1024 * 1024;
+
+/// CONNECTED, with the broker's message size.
+pub(crate) fn connected(max_message_size: i32) -> Frame {
     frame(BaseCommand {
         connected: Some(Box::new(proto::CommandConnected {
             server_version: "pulsar-wire-testing".into(),
             protocol_version: Some(21),
-            max_message_size: Some(5 * 1024 * 1024),
+            max_message_size: Some(max_message_size),
             feature_flags: None,
         })),
         ..base(Type::Connected)
@@ -188,5 +191,29 @@ pub(crate) fn last_message_id(
             consumer_mark_delete_position: mark_delete.map(|id| id.to_proto()),
         })),
         ..base(Type::GetLastMessageIdResponse)
+    })
+}
+
+/// CLOSE_CONSUMER from the broker (an unload): the client subscribes again.
+pub(crate) fn close_consumer(consumer_id: u64) -> Frame {
+    frame(BaseCommand {
+        close_consumer: Some(Box::new(proto::CommandCloseConsumer {
+            consumer_id,
+            request_id: 0,
+            ..proto::CommandCloseConsumer::default()
+        })),
+        ..base(Type::CloseConsumer)
+    })
+}
+
+/// CLOSE_PRODUCER from the broker (an unload): the client reconnects it.
+pub(crate) fn close_producer(producer_id: u64) -> Frame {
+    frame(BaseCommand {
+        close_producer: Some(Box::new(proto::CommandCloseProducer {
+            producer_id,
+            request_id: 0,
+            ..proto::CommandCloseProducer::default()
+        })),
+        ..base(Type::CloseProducer)
     })
 }
