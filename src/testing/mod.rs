@@ -6,6 +6,8 @@
 mod broker;
 pub(crate) mod model;
 mod record;
+mod simulation;
 
 pub use broker::TestBroker;
 pub use record::{Event, EventKind, StoredMessage};
+pub use simulation::{BadFault, Fault, FaultKind, Report, Simulation};

@@ -1,0 +1,299 @@
+//! What the application of a simulation saw and did, in the order it
+//! happened: sends confirmed, messages handed out, acks and their answers,
+//! faults. Some rules are checked as each record comes (a fragment handed
+//! out, an acked message back, order); the rest at the end (`oracle.rs`).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::consumer::Message;
+use crate::message_id::MessageId;
+
+use super::plan::FaultKind;
+
+/// The shortest payload: room for any name and length.
+const MIN_PAYLOAD: usize = 40;
+
+/// A payload of the simulation: `NAME|LEN|` padded to `LEN` bytes, so a
+/// fragment of one (a chunk, a cut batch) is told from the whole.
+pub(crate) fn payload(name: &str, len: usize) -> Vec<u8> {
+    let len = len.max(MIN_PAYLOAD);
+    let head = format!("{name}|{len}|");
+    let mut bytes = head.into_bytes();
+    bytes.resize(len.max(bytes.len()), b'.');
+    bytes
+}
+
+/// The name a whole payload carries; `None` for a fragment or a stranger.
+pub(crate) fn name_of(bytes: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(bytes.get(..bytes.len().min(64))?).ok()?;
+    let mut parts = text.splitn(3, '|');
+    let name = parts.next()?;
+    let len: usize = parts.next()?.parse().ok()?;
+    (len == bytes.len()).then_some(name)
+}
+
+/// An ack that returned `Ok`.
+#[derive(Debug, Clone, Copy)]
+struct AckedOk {
+    at: u64,
+    instance: usize,
+    /// The rewind epoch when the ack was made.
+    epoch: u64,
+}
+
+/// The journal of one seed.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    /// Records so far: orders everything else.
+    clock: u64,
+    /// Rewinds (seeks, cursor resets) begun so far.
+    pub(crate) epoch: u64,
+    /// Faults fired, with when.
+    pub(crate) faults: Vec<(u64, FaultKind)>,
+    /// Confirmed sends: name → the id the broker gave.
+    pub(crate) confirmed: HashMap<String, MessageId>,
+    /// Names the application consumed (acked `Ok`, or a handler's `Ack`).
+    pub(crate) consumed: HashSet<String>,
+    /// Names the application called `ack` (or `ack_cumulative`) for,
+    /// whatever the answer.
+    pub(crate) attempted: HashSet<String>,
+    acked_ok: HashMap<String, AckedOk>,
+    /// Per instance and epoch: names seen, and the last id first seen per
+    /// order key.
+    seen: HashMap<(usize, u64), HashSet<String>>,
+    last: HashMap<(usize, u64, String), MessageId>,
+    /// Names nacked or left for the ack timeout: their copies may come out
+    /// of order.
+    pub(crate) asked_again: HashMap<String, u32>,
+    /// Every entry a member of which the application was handed:
+    /// (partition topic, ledger, entry).
+    pub(crate) handed_entries: HashSet<(String, u64, u64)>,
+    /// Per instance: the messages handed out and not yet acked, for a
+    /// cumulative ack (partition topic → ids with names).
+    pub(crate) open: HashMap<(usize, String), Vec<(MessageId, String)>>,
+    /// What the reader read: (partition topic, id, name).
+    pub(crate) read: Vec<(String, MessageId, String)>,
+    /// Hand-outs in all.
+    pub(crate) handed: u64,
+    pub(crate) violations: Vec<String>,
+    /// Whether an ack `Ok` without receipts may be undone by a fault (then
+    /// a copy after a fault, to another consumer, is allowed).
+    pub(crate) receipts: bool,
+    /// The order keys are partitions (Exclusive, Failover) or keys
+    /// (Key_Shared); `None`: no order promised (Shared).
+    pub(crate) order: Option<OrderBy>,
+    /// When traced: what the application did, with the virtual time.
+    log: Option<(tokio::time::Instant, Vec<(std::time::Duration, String)>)>,
+}
+
+/// What order the subscription type promises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OrderBy {
+    Partition,
+    Key,
+}
+
+fn key_of(id: &MessageId) -> (u64, u64, i32) {
+    (id.ledger_id, id.entry_id, id.batch_index)
+}
+
+impl Journal {
+    /// An empty journal: `receipts` as the consumers' setting, `order` as
+    /// their subscription type promises.
+    pub(crate) fn new(receipts: bool, order: Option<OrderBy>) -> Self {
+        Self {
+            receipts,
+            order,
+            ..Self::default()
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Keeps a line of what the application did, when traced.
+    pub(crate) fn note(&mut self, what: impl FnOnce() -> String) {
+        if let Some((started, log)) = &mut self.log {
+            let at = started.elapsed();
+            log.push((at, format!("#{} {}", self.clock, what())));
+        }
+    }
+
+    /// Keeps a log of what the application does from now on.
+    pub(crate) fn keep_log(&mut self) {
+        self.log = Some((tokio::time::Instant::now(), Vec::new()));
+    }
+
+    /// The log kept (empty unless [`keep_log`](Self::keep_log) was called).
+    pub(crate) fn take_log(&mut self) -> Vec<(std::time::Duration, String)> {
+        self.log.take().map(|(_, log)| log).unwrap_or_default()
+    }
+
+    pub(crate) fn fault(&mut self, kind: FaultKind) {
+        let at = self.tick();
+        self.note(|| format!("fault {kind:?}"));
+        if kind.rewinds() {
+            self.epoch += 1;
+        }
+        self.faults.push((at, kind));
+    }
+
+    pub(crate) fn violation(&mut self, text: String) {
+        self.violations.push(text);
+    }
+
+    /// A message handed to the application by consumer `instance`;
+    /// returns its name (`None`: not a whole message of this simulation,
+    /// already reported).
+    pub(crate) fn handed_out(&mut self, instance: usize, msg: &Message) -> Option<String> {
+        let at = self.tick();
+        self.handed += 1;
+        let id = msg.id();
+        let Some(name) = name_of(msg.payload()).map(str::to_owned) else {
+            self.violation(format!(
+                "consumer {instance} was handed a fragment or a stranger at {id}: {} bytes starting {:?}",
+                msg.payload().len(),
+                String::from_utf8_lossy(&msg.payload()[..msg.payload().len().min(24)])
+            ));
+            return None;
+        };
+        let topic = msg.topic().to_owned();
+        self.note(|| format!("consumer {instance} handed {name} {id}"));
+        self.handed_entries
+            .insert((topic.clone(), id.ledger_id, id.entry_id));
+        if let Some(ack) = self.acked_ok.get(&name).copied() {
+            let fault_since = self.faults.iter().any(|(t, _)| *t > ack.at);
+            let excused = ack.epoch < self.epoch
+                || (!self.receipts && fault_since && ack.instance != instance);
+            if !excused {
+                self.violation(format!(
+                    "{name} ({id}) was acked Ok by consumer {} (record {}) and handed to consumer {instance} again (record {at}){}",
+                    ack.instance,
+                    ack.at,
+                    if self.receipts { ", with ack receipts on" } else { "" }
+                ));
+            }
+        }
+        let epoch = self.epoch;
+        let seen = self.seen.entry((instance, epoch)).or_default();
+        let first = seen.insert(name.clone());
+        if first && !self.asked_again.contains_key(&name) {
+            if let Some(by) = self.order {
+                let order_key = match by {
+                    OrderBy::Partition => topic.clone(),
+                    OrderBy::Key => format!("{topic}/{}", msg.key().unwrap_or("")),
+                };
+                let slot = (instance, epoch, order_key);
+                if let Some(before) = self.last.get(&slot) {
+                    if key_of(&id) <= key_of(before) {
+                        self.violation(format!(
+                            "consumer {instance} was handed {name} ({id}) after {before}: out of order on {}",
+                            slot.2
+                        ));
+                    }
+                }
+                self.last.insert(slot, id);
+            }
+        }
+        self.open
+            .entry((instance, topic))
+            .or_default()
+            .push((id, name.clone()));
+        Some(name)
+    }
+
+    /// The record an ack starts at, and the epoch then (pass both to
+    /// [`acked`](Self::acked)).
+    pub(crate) fn ack_begins(&mut self) -> (u64, u64) {
+        (self.tick(), self.epoch)
+    }
+
+    /// An ack of `name` (by consumer `instance`) returned `Ok`.
+    pub(crate) fn acked(&mut self, instance: usize, name: &str, begun: (u64, u64)) {
+        let (at, epoch) = begun;
+        self.note(|| format!("consumer {instance} acked {name} Ok (begun #{at})"));
+        self.attempted.insert(name.to_owned());
+        self.consumed.insert(name.to_owned());
+        self.acked_ok.insert(
+            name.to_owned(),
+            AckedOk {
+                at,
+                instance,
+                epoch,
+            },
+        );
+    }
+
+    /// A cumulative ack up to `id` on `topic` returned `Ok`: every message
+    /// the instance was handed there up to it is acked.
+    pub(crate) fn acked_cumulative(
+        &mut self,
+        instance: usize,
+        topic: &str,
+        id: MessageId,
+        begun: (u64, u64),
+    ) {
+        let open = self
+            .open
+            .remove(&(instance, topic.to_owned()))
+            .unwrap_or_default();
+        let (upto, rest): (Vec<_>, Vec<_>) = open
+            .into_iter()
+            .partition(|(i, _)| key_of(i) <= key_of(&id));
+        for (_, name) in upto {
+            self.acked(instance, &name, begun);
+        }
+        if !rest.is_empty() {
+            self.open.insert((instance, topic.to_owned()), rest);
+        }
+    }
+
+    /// The application nacked `name` or left it for the ack timeout.
+    pub(crate) fn asked_again(&mut self, name: &str) {
+        self.note(|| format!("asked again for {name}"));
+        *self.asked_again.entry(name.to_owned()).or_default() += 1;
+    }
+
+    /// How often the application asked for `name` again.
+    pub(crate) fn times_asked_again(&self, name: &str) -> u32 {
+        self.asked_again.get(name).copied().unwrap_or(0)
+    }
+
+    /// The reader read `msg`.
+    pub(crate) fn read(&mut self, msg: &Message) {
+        self.tick();
+        let id = msg.id();
+        match name_of(msg.payload()) {
+            Some(name) => self
+                .read
+                .push((msg.topic().to_owned(), id, name.to_owned())),
+            None => self.violation(format!(
+                "the reader was handed a fragment or a stranger at {id} ({} bytes)",
+                msg.payload().len()
+            )),
+        }
+    }
+
+    /// Names acked `Ok` with their epochs (for the dead-letter check).
+    pub(crate) fn acked_names(&self) -> impl Iterator<Item = &str> {
+        self.acked_ok.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_names_itself_only_whole() {
+        let bytes = payload("p0-17", 100);
+        assert_eq!(bytes.len(), 100);
+        assert_eq!(name_of(&bytes), Some("p0-17"));
+        assert_eq!(name_of(&bytes[..60]), None);
+        assert_eq!(name_of(b"junk"), None);
+        let short = payload("p1-2", 3);
+        assert_eq!((short.len(), name_of(&short)), (MIN_PAYLOAD, Some("p1-2")));
+    }
+}

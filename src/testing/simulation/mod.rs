@@ -1,0 +1,397 @@
+//! A deterministic simulation: one seed chooses a workload (subscription
+//! type, partitions, batching, chunks, acks, nacks, timeouts, dead
+//! letters, a reader, a memory limit) and a list of faults (cuts, unloads,
+//! broker-side closes, cursor resets, refused and slow sends, seeks,
+//! consumers leaving and joining); the real client runs it against the
+//! test kit's broker on tokio's paused clock, and an oracle checks the
+//! outcome exactly. See `docs/simulation.md`.
+
+mod faults;
+mod journal;
+mod oracle;
+mod plan;
+mod roles;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use crate::consumer::SubscriptionType;
+use crate::testing::TestBroker;
+
+pub use plan::{BadFault, Fault, FaultKind};
+
+use journal::{Journal, OrderBy};
+use plan::{MAX_MESSAGE_SIZE, Rng, Workload, choose_faults};
+use roles::Stage;
+
+/// The topic of every simulation.
+const TOPIC: &str = "persistent://public/default/sim";
+/// Virtual time a run may take in all; more is a hang.
+const RUN_BOUND: Duration = Duration::from_secs(3600);
+/// Virtual time the end of a run waits for everything to be accounted for.
+const SETTLE_BOUND: Duration = Duration::from_secs(900);
+/// How often the end of a run looks (virtual time).
+const SETTLE_POLL: Duration = Duration::from_millis(100);
+
+/// One seed of the simulation, ready to run.
+///
+/// # Examples
+/// ```
+/// use pulsar_wire::testing::Simulation;
+///
+/// let report = Simulation::new(6).run();
+/// assert!(report.passed(), "{report}");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    seed: u64,
+    faults: Option<Vec<Fault>>,
+    trace: bool,
+}
+
+/// What one seed did and found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The workload the seed chose, in one line.
+    pub workload: String,
+    /// The faults it planned, in order.
+    pub faults: Vec<Fault>,
+    /// How many of them fired before the run ended.
+    pub fired: usize,
+    /// Messages handed to the application, copies included.
+    pub handed_out: u64,
+    /// What broke the rules; empty when the seed passed.
+    pub violations: Vec<String>,
+    /// The broker's events in order, one line each, when the run was
+    /// traced ([`Simulation::traced`]); empty otherwise.
+    pub trace: Vec<String>,
+}
+
+impl Report {
+    /// Whether no rule was broken.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The command that runs this seed again with these faults.
+    pub fn replay_command(&self) -> String {
+        let faults: Vec<String> = self.faults.iter().map(ToString::to_string).collect();
+        format!(
+            "scripts/simulate --seed {} --faults '{}'",
+            self.seed,
+            faults.join(",")
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {}: {}", self.seed, self.workload)?;
+        let faults: Vec<String> = self.faults.iter().map(ToString::to_string).collect();
+        writeln!(
+            f,
+            "  faults [{}], {} fired; {} handed out",
+            faults.join(", "),
+            self.fired,
+            self.handed_out
+        )?;
+        for v in &self.violations {
+            writeln!(f, "  violation: {v}")?;
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// Panics on this thread since the hook was set (a run's tasks all
+    /// run on its thread).
+    static PANICS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records panics per thread (and keeps quiet about them: the report
+/// names them).
+fn watch_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let recorded = PANICS.try_with(|p| p.borrow_mut().push(info.to_string()));
+            if recorded.is_err() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+impl Simulation {
+    /// The simulation of `seed`: its workload and faults follow from it.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            faults: None,
+            trace: false,
+        }
+    }
+
+    /// Keeps the broker's events in the report (to see why a seed fails).
+    pub fn traced(mut self) -> Self {
+        self.trace = true;
+        self
+    }
+
+    /// Runs the seed's workload with these faults instead of its own (to
+    /// replay a shortened list).
+    pub fn with_faults(mut self, faults: Vec<Fault>) -> Self {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Runs the seed on a runtime of its own (current thread, paused
+    /// clock) and checks the outcome.
+    ///
+    /// # Panics
+    /// Inside a tokio runtime (it builds its own).
+    pub fn run(&self) -> Report {
+        watch_panics();
+        PANICS.with(|p| p.borrow_mut().clear());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        let mut report = runtime.block_on(self.run_here());
+        drop(runtime);
+        PANICS.with(|p| {
+            for panic in p.borrow_mut().drain(..) {
+                report.violations.push(format!("a task panicked: {panic}"));
+            }
+        });
+        report
+    }
+
+    /// The shortest fault list (removing one fault at a time) with which
+    /// the seed still fails; `None` if it passes with its own.
+    pub fn shrink(&self) -> Option<Report> {
+        let mut failing = self.run();
+        if failing.passed() {
+            return None;
+        }
+        let mut i = 0;
+        while i < failing.faults.len() {
+            let mut fewer = failing.faults.clone();
+            fewer.remove(i);
+            let tried = self.clone().with_faults(fewer).run();
+            if tried.passed() {
+                i += 1;
+            } else {
+                failing = tried;
+            }
+        }
+        Some(failing)
+    }
+
+    async fn run_here(&self) -> Report {
+        let mut rng = Rng::new(self.seed);
+        let workload = Workload::choose(&mut rng);
+        let faults = self
+            .faults
+            .clone()
+            .unwrap_or_else(|| choose_faults(&mut rng, &workload));
+        let mut report = Report {
+            seed: self.seed,
+            workload: workload.describe(),
+            faults: faults.clone(),
+            fired: 0,
+            handed_out: 0,
+            violations: Vec::new(),
+            trace: Vec::new(),
+        };
+        let fired = Arc::new(AtomicUsize::new(0));
+        let run = self.drive(workload, faults, fired.clone());
+        match tokio::time::timeout(RUN_BOUND, run).await {
+            Ok((journal, trace)) => {
+                report.handed_out = journal.handed;
+                report.violations = journal.violations;
+                report.trace = trace;
+            }
+            Err(_) => report.violations.push(format!(
+                "the run did not end within {RUN_BOUND:?} of virtual time"
+            )),
+        }
+        report.fired = fired.load(Ordering::Relaxed);
+        report
+    }
+
+    async fn drive(
+        &self,
+        workload: Workload,
+        faults: Vec<Fault>,
+        fired: Arc<AtomicUsize>,
+    ) -> (Journal, Vec<String>) {
+        let broker = TestBroker::start();
+        broker.set_max_message_size(MAX_MESSAGE_SIZE as i32);
+        if workload.partitions > 0 {
+            broker.create_partitioned_topic(TOPIC, workload.partitions);
+        }
+        let mut builder = broker.client_builder();
+        if let Some(limit) = workload.memory_limit {
+            builder = builder.memory_limit(limit);
+        }
+        let order = match workload.kind {
+            SubscriptionType::Exclusive | SubscriptionType::Failover => Some(OrderBy::Partition),
+            SubscriptionType::KeyShared => Some(OrderBy::Key),
+            SubscriptionType::Shared => None,
+        };
+        let mut journal = Journal::new(workload.receipts, order);
+        if self.trace {
+            journal.keep_log();
+        }
+        let client = match builder.build().await {
+            Ok(client) => client,
+            Err(e) => {
+                journal.violation(format!("the client was not built: {e}"));
+                return (journal, Vec::new());
+            }
+        };
+        let topics: Vec<String> = match workload.partitions {
+            0 => vec![TOPIC.to_owned()],
+            n => (0..n).map(|i| format!("{TOPIC}-partition-{i}")).collect(),
+        };
+        let stage = Arc::new(Stage {
+            seed: self.seed,
+            workload,
+            broker,
+            client,
+            topic: TOPIC.to_owned(),
+            journal: Mutex::new(journal),
+            consumers: Mutex::new(Vec::new()),
+        });
+
+        for instance in 0..stage.workload.consumers {
+            match stage.subscribe().await {
+                Ok(consumer) => stage.start_consumer(instance, consumer),
+                Err(e) => stage
+                    .journal()
+                    .violation(format!("consumer {instance} could not subscribe: {e}")),
+            }
+        }
+        let (stop_reader, mut stopped) = tokio::sync::watch::channel(false);
+        let reading = match stage.reader().await {
+            Some(Ok(mut reader)) => {
+                let stage = stage.clone();
+                Some(tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            next = reader.read_next() => match next {
+                                Ok(msg) => stage.journal().read(&msg),
+                                Err(e) => {
+                                    stage.journal().violation(format!("the reader failed: {e}"));
+                                    return;
+                                }
+                            },
+                            _ = stopped.changed() => {
+                                if let Err(e) = reader.close().await {
+                                    stage.journal().violation(format!("closing the reader failed: {e}"));
+                                }
+                                return;
+                            }
+                        }
+                    }
+                }))
+            }
+            Some(Err(e)) => {
+                stage
+                    .journal()
+                    .violation(format!("the reader was not created: {e}"));
+                None
+            }
+            None => None,
+        };
+        let injecting = tokio::spawn(faults::inject(stage.clone(), faults, fired));
+
+        let producing: Vec<_> = (0..stage.workload.producers)
+            .map(|i| tokio::spawn(stage.clone().produce(i)))
+            .collect();
+        let mut producers = Vec::new();
+        for p in producing {
+            if let Ok(Some(p)) = p.await {
+                producers.push(p);
+            }
+        }
+
+        let deadline = tokio::time::Instant::now() + SETTLE_BOUND;
+        while !oracle::settled(&stage, &topics) {
+            if tokio::time::Instant::now() >= deadline {
+                stage.journal().violation(format!(
+                    "not everything was consumed within {SETTLE_BOUND:?} of virtual time after the last send"
+                ));
+                break;
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+        injecting.abort();
+
+        for (instance, consumer) in stage.live_consumers() {
+            if let Err(e) = consumer.close().await {
+                stage
+                    .journal()
+                    .violation(format!("closing consumer {instance} failed: {e}"));
+            }
+        }
+        if let Some(reading) = reading {
+            let _ = stop_reader.send(true);
+            let _ = reading.await;
+        }
+        for (i, producer) in producers.iter().enumerate() {
+            if let Err(e) = producer.close().await {
+                stage
+                    .journal()
+                    .violation(format!("closing producer {i} failed: {e}"));
+            }
+        }
+        stage.client.close().await;
+        oracle::check(&stage, &topics);
+        let mut journal = std::mem::take(&mut *stage.journal());
+        let mut trace: Vec<(Duration, String)> = journal.take_log();
+        if self.trace {
+            trace.extend(
+                stage
+                    .broker
+                    .events()
+                    .iter()
+                    .map(|e| (e.at, describe_event(e))),
+            );
+        }
+        // Stable: the broker's events after the application's at one instant.
+        trace.sort_by_key(|(at, _)| *at);
+        let trace = trace
+            .into_iter()
+            .map(|(at, line)| format!("{at:>10.3?} {line}"))
+            .collect();
+        (journal, trace)
+    }
+}
+
+/// One broker event in one short line.
+fn describe_event(e: &crate::testing::Event) -> String {
+    use crate::testing::EventKind as K;
+    let what = match &e.kind {
+        K::Published { id } => format!("stored {id}"),
+        K::SendFailed { sequence_id } => format!("refused send {sequence_id}"),
+        K::Delivered {
+            id,
+            redelivery_count,
+            ..
+        } => format!("delivered {id} (redelivery {redelivery_count})"),
+        K::Acked { id, .. } => format!("acked {id}"),
+        K::RedeliveryRequested { id, .. } => format!("asked again for {id}"),
+    };
+    let topic = e.topic.rsplit('/').next().unwrap_or(&e.topic);
+    format!("broker: {topic} {what}")
+}

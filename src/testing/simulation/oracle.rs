@@ -1,0 +1,282 @@
+//! The end of a seed: what the broker holds, compared with what the
+//! application saw and did.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::message_id::MessageId;
+use crate::testing::model::topic::Entry;
+use crate::testing::model::{Model, stored};
+use crate::testing::record::EventKind;
+
+use super::journal::name_of;
+use super::roles::{SUBSCRIPTION, Stage};
+
+/// One message the broker stored: where, and the name it carries.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub(crate) topic: String,
+    /// The id a consumer hands it out with (a batch member's own; a
+    /// chunked message's first chunk's, as its receipt).
+    pub(crate) id: MessageId,
+    /// Every entry it takes (more than one when chunked).
+    pub(crate) entries: Vec<u64>,
+    pub(crate) name: Option<String>,
+}
+
+/// Every message stored in `topics`, in order per topic.
+pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
+    let mut out = Vec::new();
+    for topic in topics {
+        let Some(t) = model.topic(topic) else {
+            continue;
+        };
+        // Chunks by message uuid, until the last one comes.
+        let mut chunks: HashMap<String, (Vec<u64>, Vec<u8>)> = HashMap::new();
+        for (index, entry) in t.entries.iter().enumerate() {
+            let m = &entry.metadata;
+            let index = index as u64;
+            if let (Some(uuid), Some(n)) = (&m.uuid, m.num_chunks_from_msg) {
+                if n > 1 {
+                    let slot = chunks.entry(uuid.clone()).or_default();
+                    slot.0.push(index);
+                    slot.1.extend_from_slice(&entry.data);
+                    if m.chunk_id == Some(n - 1) {
+                        let (entries, data) = chunks.remove(uuid).unwrap_or_default();
+                        let mut whole = Entry {
+                            data: data.into(),
+                            ..entry.clone()
+                        };
+                        whole.metadata.num_chunks_from_msg = None;
+                        whole.metadata.chunk_id = None;
+                        let name = stored(&whole, entry.stored_at)
+                            .first()
+                            .and_then(|s| name_of(&s.payload).map(str::to_owned));
+                        let first = entries
+                            .first()
+                            .map_or(entry.id, |&i| t.entries[i as usize].id);
+                        out.push(Kept {
+                            topic: topic.clone(),
+                            id: first,
+                            entries,
+                            name,
+                        });
+                    }
+                    continue;
+                }
+            }
+            for member in stored(entry, entry.stored_at) {
+                out.push(Kept {
+                    topic: topic.clone(),
+                    id: member.id,
+                    entries: vec![index],
+                    name: name_of(&member.payload).map(str::to_owned),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The dead-letter topics of the subscription (one per partition, or one
+/// for the topic).
+pub(crate) fn dead_letter_names(model: &Model) -> HashSet<String> {
+    model
+        .topic_names()
+        .into_iter()
+        .filter(|t| t.ends_with("-DLQ"))
+        .collect::<Vec<_>>()
+        .iter()
+        .flat_map(|t| kept(model, std::slice::from_ref(t)))
+        .filter_map(|k| k.name)
+        .collect()
+}
+
+/// Whether everything stored is accounted for and the subscription is
+/// empty (what the end of a run waits for).
+pub(crate) fn settled(stage: &Stage, topics: &[String]) -> bool {
+    let (kept, dead, backlog) = stage.broker.with_model(|m| {
+        let backlog: u64 = topics
+            .iter()
+            .map(|t| m.backlog(t, SUBSCRIPTION).unwrap_or(0))
+            .sum();
+        (kept(m, topics), dead_letter_names(m), backlog)
+    });
+    if backlog > 0 {
+        return false;
+    }
+    let journal = stage.journal();
+    let done = kept.iter().all(|k| match &k.name {
+        Some(name) => {
+            journal.attempted.contains(name)
+                || journal.consumed.contains(name)
+                || dead.contains(name)
+        }
+        None => true,
+    });
+    let read = !stage.workload.reader || {
+        let seen: HashSet<(&str, MessageId)> = journal
+            .read
+            .iter()
+            .map(|(t, id, _)| (t.as_str(), *id))
+            .collect();
+        kept.iter()
+            .all(|k| seen.contains(&(k.topic.as_str(), k.id)))
+    };
+    done && read
+}
+
+/// The checks at the end of a seed; each failure is a violation.
+pub(crate) fn check(stage: &Stage, topics: &[String]) {
+    let (kept, dead, acked_entries) = stage.broker.with_model(|m| {
+        let acked: Vec<(String, MessageId)> = m
+            .events()
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Acked { subscription, id }
+                    if subscription == SUBSCRIPTION && topics.contains(&e.topic) =>
+                {
+                    Some((e.topic.clone(), *id))
+                }
+                _ => None,
+            })
+            .collect();
+        (kept(m, topics), dead_letter_names(m), acked)
+    });
+    let mut journal = stage.journal();
+    let batched = stage.workload.batching;
+    let mut violations = Vec::new();
+
+    // Every confirmed send is stored, at the id its receipt named.
+    let by_id: HashMap<(i32, u64, u64, i32), &Kept> = kept
+        .iter()
+        .map(|k| {
+            (
+                (
+                    k.id.partition,
+                    k.id.ledger_id,
+                    k.id.entry_id,
+                    k.id.batch_index,
+                ),
+                k,
+            )
+        })
+        .collect();
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for k in &kept {
+        match &k.name {
+            Some(name) => *names.entry(name).or_default() += 1,
+            None => violations.push(format!("{} at {} holds no whole message", k.topic, k.id)),
+        }
+    }
+    let mut confirmed: Vec<(&String, &MessageId)> = journal.confirmed.iter().collect();
+    confirmed.sort();
+    for (name, id) in confirmed {
+        let at = by_id
+            .get(&(id.partition, id.ledger_id, id.entry_id, id.batch_index))
+            .and_then(|k| k.name.as_deref());
+        if at != Some(name.as_str()) {
+            violations.push(format!(
+                "{name} was confirmed at {id} but the broker holds {at:?} there"
+            ));
+        }
+    }
+
+    // Everything stored ends consumed or dead-lettered, and the
+    // subscription is empty.
+    for k in &kept {
+        if let Some(name) = &k.name {
+            if !journal.attempted.contains(name)
+                && !journal.consumed.contains(name)
+                && !dead.contains(name)
+            {
+                violations.push(format!(
+                    "{name} ({} {}) was neither acked by the application nor dead-lettered",
+                    k.topic, k.id
+                ));
+            }
+        }
+    }
+
+    // No entry acked that the application was never handed, unless its
+    // messages went to the dead-letter topic.
+    let mut entry_names: HashMap<(String, u64, u64), Vec<&str>> = HashMap::new();
+    for k in &kept {
+        for e in &k.entries {
+            if let Some(name) = &k.name {
+                entry_names
+                    .entry((k.topic.clone(), k.id.ledger_id, *e))
+                    .or_default()
+                    .push(name);
+            }
+        }
+    }
+    let handed_names: HashSet<&str> = journal
+        .handed_entries
+        .iter()
+        .flat_map(|e| entry_names.get(e).into_iter().flatten().copied())
+        .collect();
+    for (topic, id) in &acked_entries {
+        let inside = entry_names
+            .get(&(topic.clone(), id.ledger_id, id.entry_id))
+            .cloned()
+            .unwrap_or_default();
+        let known = inside
+            .iter()
+            .any(|n| handed_names.contains(n) || dead.contains(*n));
+        if !known && !inside.is_empty() {
+            violations.push(format!(
+                "the broker has {topic} {id} acked ({inside:?}) but the application was never handed it"
+            ));
+        }
+    }
+
+    // Nothing acked Ok with receipts on is also in the dead-letter topic
+    // (a batch may be forwarded whole, as documented).
+    if journal.receipts && !batched {
+        let mut both: Vec<&str> = journal
+            .acked_names()
+            .filter(|n| dead.contains(*n))
+            .collect();
+        both.sort_unstable();
+        for name in both {
+            violations.push(format!(
+                "{name} was acked Ok and is in the dead-letter topic too"
+            ));
+        }
+    }
+
+    // The reader read every stored message once, in order per partition.
+    if stage.workload.reader {
+        let mut per_topic: BTreeMap<&str, Vec<MessageId>> = BTreeMap::new();
+        for (topic, id, _) in &journal.read {
+            per_topic.entry(topic).or_default().push(*id);
+        }
+        for (topic, ids) in &per_topic {
+            for pair in ids.windows(2) {
+                let key = |i: &MessageId| (i.ledger_id, i.entry_id, i.batch_index);
+                if key(&pair[1]) <= key(&pair[0]) {
+                    violations.push(format!(
+                        "the reader read {topic} {} after {}",
+                        pair[1], pair[0]
+                    ));
+                }
+            }
+        }
+        let read: HashSet<(&str, MessageId)> = journal
+            .read
+            .iter()
+            .map(|(t, id, _)| (t.as_str(), *id))
+            .collect();
+        for k in &kept {
+            if !read.contains(&(k.topic.as_str(), k.id)) {
+                violations.push(format!(
+                    "the reader never read {} {} ({:?})",
+                    k.topic, k.id, k.name
+                ));
+            }
+        }
+    }
+    for v in violations {
+        journal.violation(v);
+    }
+}
