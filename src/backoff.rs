@@ -135,13 +135,17 @@ fn random_jitter() -> Jitter {
         .finish();
     Box::new(move || {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
         // 53 random bits → [0, 1).
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        (splitmix64(state) >> 11) as f64 / (1u64 << 53) as f64
     })
+}
+
+/// splitmix64's output function: a well-mixed 64-bit value of `z` (the
+/// generator adds the golden-ratio constant to its state and mixes it).
+pub(crate) const fn splitmix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

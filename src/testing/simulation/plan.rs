@@ -45,11 +45,7 @@ impl Rng {
 
 /// A stateless hash of a value, for choices that must not depend on the
 /// order in which tasks run (what the application does with a message).
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub(crate) use crate::backoff::splitmix64 as mix;
 
 /// How the application takes its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -137,8 +137,7 @@ impl Stage {
 
     async fn consume(self: Arc<Self>, instance: usize, mut consumer: Consumer) {
         let ended = match self.workload.api {
-            Api::Receive => self.receive_loop(instance, &mut consumer).await,
-            Api::Stream => self.stream_loop(instance, &mut consumer).await,
+            Api::Receive | Api::Stream => self.take_loop(instance, &mut consumer).await,
             Api::Batch => self.batch_loop(instance, &mut consumer).await,
             Api::Run => self.clone().run_loop(instance, consumer).await,
         };
@@ -154,7 +153,8 @@ impl Stage {
         (self.workload.acks == AckStyle::Cumulative).then_some(Duration::from_millis(500))
     }
 
-    async fn receive_loop(
+    /// The loop of `receive()` and of the `Stream`: one message at a time.
+    async fn take_loop(
         &self,
         instance: usize,
         consumer: &mut Consumer,
@@ -162,7 +162,7 @@ impl Stage {
         let mut last: Option<Message> = None;
         loop {
             let next = match self.idle() {
-                Some(idle) => match tokio::time::timeout(idle, consumer.receive()).await {
+                Some(idle) => match tokio::time::timeout(idle, self.next_message(consumer)).await {
                     Ok(next) => next,
                     Err(_) => {
                         if let Some(msg) = last.take() {
@@ -171,7 +171,7 @@ impl Stage {
                         continue;
                     }
                 },
-                None => consumer.receive().await,
+                None => self.next_message(consumer).await,
             };
             match next {
                 Ok(msg) => {
@@ -184,34 +184,12 @@ impl Stage {
         }
     }
 
-    async fn stream_loop(
-        &self,
-        instance: usize,
-        consumer: &mut Consumer,
-    ) -> Result<(), ConsumerError> {
-        let acker = consumer.clone();
-        let mut last: Option<Message> = None;
-        loop {
-            let next = match self.idle() {
-                Some(idle) => match tokio::time::timeout(idle, consumer.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        if let Some(msg) = last.take() {
-                            self.ack_cumulative(instance, &acker, &msg).await;
-                        }
-                        continue;
-                    }
-                },
-                None => consumer.next().await,
-            };
-            match next {
-                Some(Ok(msg)) => {
-                    self.handle(instance, &acker, &msg).await;
-                    last = Some(msg);
-                }
-                None => return Ok(()),
-                Some(Err(e)) => return Err(e),
-            }
+    /// The next message, the way the workload takes it (the end of the
+    /// `Stream` is a close).
+    async fn next_message(&self, consumer: &mut Consumer) -> Result<Message, ConsumerError> {
+        match self.workload.api {
+            Api::Stream => consumer.next().await.unwrap_or(Err(ConsumerError::Closed)),
+            _ => consumer.receive().await,
         }
     }
 
