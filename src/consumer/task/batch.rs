@@ -79,6 +79,18 @@ impl Driver {
                 (n + s.core.queued(), b + s.core.queued_bytes())
             });
             let at = *now.get_or_insert_with(clock::now);
+            if queued == 0 {
+                // A batch receive waits on empty queues: as for a receive,
+                // that lets a rewind a nack asked for go out (Exclusive,
+                // Failover). With nothing queued nothing is taken.
+                let core_now = self.shelf.core_now();
+                if let Some(taken) = self.pop(core_now).await {
+                    if let Some(batch) = self.batches.pop_front() {
+                        let _ = batch.reply.send(taken.map(|m| Messages(vec![m])));
+                    }
+                    continue;
+                }
+            }
             let lost = self.all_lost();
             let due = policy.is_full(queued, bytes)
                 || deadline.is_some_and(|d| d <= at)

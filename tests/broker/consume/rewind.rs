@@ -64,3 +64,49 @@ async fn a_poison_message_on_failover_does_not_starve_the_others() {
     }
     poison_among_ten(SubscriptionType::Failover).await;
 }
+
+/// A message nacked on Exclusive comes back to an application that takes
+/// its messages in batches: a batch receive waiting on an empty queue lets
+/// the rewind go out as a single receive does.
+#[tokio::test]
+async fn a_message_nacked_on_exclusive_comes_back_to_batch_receives() {
+    if skip_on(BrokerKind::Lite, LITE_IGNORES_REWINDS) {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    guard("nack under batch receives", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-batch-nack");
+        let mut producer = RawProducer::create(&client, &topic).await;
+        for i in 0..5 {
+            producer.send(&format!("p{i}")).await;
+        }
+        let mut consumer = client
+            .consumer(&topic, "s")
+            .subscription_type(SubscriptionType::Exclusive)
+            .initial_position(InitialPosition::Earliest)
+            .batch_receive_policy(pulsar_wire::consumer::BatchReceivePolicy {
+                max_messages: Some(10),
+                max_bytes: None,
+                timeout: Some(std::time::Duration::from_millis(100)),
+            })
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let (mut acked, mut nacked) = (BTreeSet::new(), 0);
+        while acked.len() < 5 {
+            for m in consumer.receive_batch().await.expect("receive a batch") {
+                if text(&m) == "p2" && nacked == 0 {
+                    nacked += 1;
+                    consumer.nack(&m).expect("nack");
+                } else {
+                    acked.insert(text(&m));
+                    consumer.ack(&m).await.expect("ack");
+                }
+            }
+        }
+        assert_eq!(nacked, 1, "p2 was nacked once, and came back");
+        consumer.close().await.expect("close");
+    })
+    .await;
+}
