@@ -569,27 +569,35 @@ impl Model {
         };
         let mut acked = Vec::new();
         if let Some(t) = self.topics.get_mut(&topic) {
-            let ledger_entries: Vec<(u64, bool)> = a
+            // A batch index ack names the members left unacked in its
+            // `ack_set`; the entry is acked once none is left.
+            let ledger_entries: Vec<(u64, u32, &[i64])> = a
                 .message_id
                 .iter()
                 .filter_map(|m| {
                     let id = MessageId::from_proto(m);
-                    // A batch index ack with members left unacked: the
-                    // entry stays (members are not tracked one by one).
-                    let partial = m.ack_set.iter().any(|w| *w != 0);
-                    t.entry_of(&id).map(|e| (e, partial))
+                    let e = t.entry_of(&id)?;
+                    Some((e, t.entries[e as usize].permits(), m.ack_set.as_slice()))
                 })
                 .collect();
             let ids: Vec<MessageId> = (0..t.entries.len() as u64).map(|e| t.id(e)).collect();
             if let Some(s) = t.subscriptions.get_mut(&sub) {
-                for (entry, partial) in ledger_entries {
+                for (entry, members, ack_set) in ledger_entries {
+                    let partial = ack_set.iter().any(|w| *w != 0);
                     if a.ack_type() == AckType::Cumulative {
-                        for e in s.mark..=entry {
+                        let whole = if partial { entry } else { entry + 1 };
+                        for e in s.mark..whole {
                             if s.ack(e) {
                                 acked.push(ids[e as usize]);
                             }
                         }
-                    } else if !partial && s.ack(entry) {
+                    }
+                    let done = if partial {
+                        s.ack_members(entry, members, ack_set)
+                    } else {
+                        a.ack_type() != AckType::Cumulative && s.ack(entry)
+                    };
+                    if done {
                         acked.push(ids[entry as usize]);
                     }
                 }
@@ -751,7 +759,7 @@ impl Model {
         for (name, sub) in t.subscriptions.iter_mut() {
             for d in sub.dispatch(now, &t.entries) {
                 let e = &t.entries[d.entry as usize];
-                let frame = replies::message(
+                let mut frame = replies::message(
                     d.consumer,
                     e.id,
                     d.redelivery_count,
@@ -759,6 +767,9 @@ impl Model {
                     e.metadata.clone(),
                     e.data.clone(),
                 );
+                if let Some(m) = frame.command.message.as_mut() {
+                    m.ack_set = d.ack_set;
+                }
                 sent.push((name.clone(), d.conn, e.id, d.redelivery_count, frame));
             }
         }

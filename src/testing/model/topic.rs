@@ -54,6 +54,10 @@ pub(crate) struct Subscription {
     pub(crate) mark: u64,
     /// Acked entries at or above `mark`.
     pub(crate) acked: BTreeSet<u64>,
+    /// Batches acked in part (batch index acks): entry → the members
+    /// still unacked, bit `i` set while member `i` is (as the broker's
+    /// `ack_set`).
+    pub(crate) members_left: HashMap<u64, Vec<i64>>,
     /// Delivered and not acked: entry → (connection, consumer id).
     pub(crate) pending: BTreeMap<u64, (ConnId, u64)>,
     /// To deliver again, oldest first.
@@ -77,6 +81,9 @@ pub(crate) struct Dispatch {
     pub(crate) entry: u64,
     pub(crate) redelivery_count: u32,
     pub(crate) epoch: Option<u64>,
+    /// The members still unacked when the batch was acked in part (empty:
+    /// all of them).
+    pub(crate) ack_set: Vec<i64>,
 }
 
 impl Subscription {
@@ -89,6 +96,7 @@ impl Subscription {
             read: start,
             mark: start,
             acked: BTreeSet::new(),
+            members_left: HashMap::new(),
             pending: BTreeMap::new(),
             replay: BTreeSet::new(),
             delayed: BTreeSet::new(),
@@ -113,11 +121,33 @@ impl Subscription {
         }
         self.pending.remove(&entry);
         self.replay.remove(&entry);
+        self.members_left.remove(&entry);
         self.acked.insert(entry);
         while self.acked.remove(&self.mark) {
             self.mark += 1;
         }
         true
+    }
+
+    /// Acks the members of `entry` (a batch of `members`) that `ack_set`
+    /// leaves out (bit set: still unacked), as a broker with batch index
+    /// acks on does; whether that acked the whole entry now.
+    pub(crate) fn ack_members(&mut self, entry: u64, members: u32, ack_set: &[i64]) -> bool {
+        if self.is_acked(entry) {
+            return false;
+        }
+        let left = self
+            .members_left
+            .entry(entry)
+            .or_insert_with(|| all_members(members));
+        for (i, word) in left.iter_mut().enumerate() {
+            *word &= ack_set.get(i).copied().unwrap_or(0);
+        }
+        if left.iter().all(|w| *w == 0) {
+            self.ack(entry)
+        } else {
+            false
+        }
     }
 
     /// Entries delivered and not acked, and those waiting (the backlog).
@@ -172,6 +202,7 @@ impl Subscription {
         self.mark = entry;
         self.read = entry;
         self.acked.clear();
+        self.members_left.clear();
         self.pending.clear();
         self.replay.clear();
         self.delayed.clear();
@@ -202,10 +233,14 @@ impl Subscription {
             let Some(index) = self.choose(&entries[entry as usize]) else {
                 break;
             };
+            let ack_set = self.members_left.get(&entry).cloned().unwrap_or_default();
+            let permits = if ack_set.is_empty() {
+                entries[entry as usize].permits()
+            } else {
+                ack_set.iter().map(|w| w.count_ones()).sum()
+            };
             let consumer = &mut self.consumers[index];
-            consumer.permits = consumer
-                .permits
-                .saturating_sub(entries[entry as usize].permits());
+            consumer.permits = consumer.permits.saturating_sub(permits);
             let (conn, id, epoch) = (consumer.conn, consumer.id, consumer.epoch);
             if !self.replay.remove(&entry) {
                 self.read = entry + 1;
@@ -222,6 +257,7 @@ impl Subscription {
                 entry,
                 redelivery_count,
                 epoch,
+                ack_set,
             });
         }
         out
@@ -284,6 +320,15 @@ impl Subscription {
             }
         }
     }
+}
+
+/// The `ack_set` of a batch of `members` none of which is acked.
+fn all_members(members: u32) -> Vec<i64> {
+    let mut words = vec![0i64; members.div_ceil(64) as usize];
+    for i in 0..members as usize {
+        words[i / 64] |= 1 << (i % 64);
+    }
+    words
 }
 
 /// FNV-1a: the same key goes to the same Key_Shared consumer in every run.
@@ -394,6 +439,27 @@ mod tests {
             .map(|d| (d.entry, d.redelivery_count))
             .collect();
         assert_eq!(out, [(0, 0), (1, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn a_batch_acked_member_by_member_is_acked_once_none_is_left() {
+        let now = crate::clock::now();
+        let mut all = entries(now, 1);
+        all[0].metadata.num_messages_in_batch = Some(3);
+        let mut sub = Subscription::new(SubType::Shared, true, 0);
+        attach(&mut sub, 1, 10);
+        sub.dispatch(now, &all);
+        assert!(!sub.ack_members(0, 3, &[0b110]), "member 0 acked");
+        sub.redeliver(1, 0, None);
+        let again = sub.dispatch(now, &all);
+        assert_eq!(again[0].ack_set, [0b110], "the copy names what is left");
+        assert_eq!(sub.consumers[0].permits, 10 - 3 - 2);
+        assert!(!sub.ack_members(0, 3, &[0b100]));
+        assert!(
+            sub.ack_members(0, 3, &[0b011]),
+            "the last member acks the entry"
+        );
+        assert!(sub.is_acked(0) && sub.members_left.is_empty());
     }
 
     #[test]

@@ -7,8 +7,10 @@ use std::collections::{HashMap, HashSet};
 
 use crate::consumer::Message;
 use crate::message_id::MessageId;
+use crate::testing::{EventKind, TestBroker};
 
 use super::plan::FaultKind;
+use super::roles::SUBSCRIPTION;
 
 /// The shortest payload: room for any name and length.
 const MIN_PAYLOAD: usize = 40;
@@ -39,6 +41,23 @@ struct AckedOk {
     instance: usize,
     /// The rewind epoch when the ack was made.
     epoch: u64,
+    /// Copies of the message's entry the broker had sent out when the ack
+    /// returned: a copy handed out later that was sent before is one the
+    /// ack could not stop.
+    sent_before: usize,
+}
+
+/// A batch member acked `Ok` and handed out again, without batch index
+/// acks: a broken rule only if the consumer that acked it had acked its
+/// whole entry by then (else the broker never heard of the ack, as
+/// documented), which the end of the run tells from the entry's size.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberCopy {
+    pub(crate) text: String,
+    /// (partition topic, ledger, entry).
+    pub(crate) entry: (String, u64, u64),
+    /// Members of the entry the acking consumer had acked by then.
+    pub(crate) acked_before: usize,
 }
 
 /// The journal of one seed.
@@ -58,6 +77,14 @@ pub(crate) struct Journal {
     /// whatever the answer.
     pub(crate) attempted: HashSet<String>,
     acked_ok: HashMap<String, AckedOk>,
+    /// Where each name was handed out: (partition topic, id).
+    at: HashMap<String, (String, MessageId)>,
+    /// Per instance and entry: the batch indexes acked `Ok`.
+    members_acked: HashMap<(usize, String, u64, u64), HashSet<i32>>,
+    /// Batch members handed out again after an ack, judged at the end.
+    pub(crate) member_copies: Vec<MemberCopy>,
+    /// Whether members are acked one by one on the broker.
+    pub(crate) batch_index_ack: bool,
     /// Per instance and epoch: names seen, and the last id first seen per
     /// order key.
     seen: HashMap<(usize, u64), HashSet<String>>,
@@ -84,6 +111,8 @@ pub(crate) struct Journal {
     pub(crate) order: Option<OrderBy>,
     /// When traced: what the application did, with the virtual time.
     log: Option<(tokio::time::Instant, Vec<(std::time::Duration, String)>)>,
+    /// The broker, to count the copies of an entry it sent out.
+    broker: Option<TestBroker>,
 }
 
 /// What order the subscription type promises.
@@ -98,14 +127,44 @@ fn key_of(id: &MessageId) -> (u64, u64, i32) {
 }
 
 impl Journal {
-    /// An empty journal: `receipts` as the consumers' setting, `order` as
-    /// their subscription type promises.
-    pub(crate) fn new(receipts: bool, order: Option<OrderBy>) -> Self {
+    /// An empty journal: `receipts` and `batch_index_ack` as the
+    /// consumers' settings, `order` as their subscription type promises.
+    pub(crate) fn new(receipts: bool, batch_index_ack: bool, order: Option<OrderBy>) -> Self {
         Self {
             receipts,
+            batch_index_ack,
             order,
             ..Self::default()
         }
+    }
+
+    /// Counts the copies the broker sends from now on.
+    pub(crate) fn watch(&mut self, broker: TestBroker) {
+        self.broker = Some(broker);
+    }
+
+    /// Copies of the entry of `id` on `topic` the broker sent out so far.
+    fn sent(&self, topic: &str, id: &MessageId) -> usize {
+        let Some(broker) = &self.broker else {
+            return 0;
+        };
+        broker.with_model(|m| {
+            m.events()
+                .iter()
+                .filter(|e| match &e.kind {
+                    EventKind::Delivered {
+                        subscription,
+                        id: sent,
+                        ..
+                    } => {
+                        subscription == SUBSCRIPTION
+                            && e.topic == topic
+                            && (sent.ledger_id, sent.entry_id) == (id.ledger_id, id.entry_id)
+                    }
+                    _ => false,
+                })
+                .count()
+        })
     }
 
     fn tick(&mut self) -> u64 {
@@ -161,19 +220,40 @@ impl Journal {
         };
         let topic = msg.topic().to_owned();
         self.note(|| format!("consumer {instance} handed {name} {id}"));
+        self.at.insert(name.clone(), (topic.clone(), id));
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
         if let Some(ack) = self.acked_ok.get(&name).copied() {
             let fault_since = self.faults.iter().any(|(t, _)| *t > ack.at);
+            let sent_since = self.sent(&topic, &id) > ack.sent_before;
             let excused = ack.epoch < self.epoch
+                || !sent_since
                 || (!self.receipts && fault_since && ack.instance != instance);
             if !excused {
-                self.violation(format!(
+                let text = format!(
                     "{name} ({id}) was acked Ok by consumer {} (record {}) and handed to consumer {instance} again (record {at}){}",
                     ack.instance,
                     ack.at,
-                    if self.receipts { ", with ack receipts on" } else { "" }
-                ));
+                    if self.receipts {
+                        ", with ack receipts on"
+                    } else {
+                        ""
+                    }
+                );
+                if id.is_batch_member() && !self.batch_index_ack {
+                    let entry = (topic.clone(), id.ledger_id, id.entry_id);
+                    let acked_before = self
+                        .members_acked
+                        .get(&(ack.instance, entry.0.clone(), entry.1, entry.2))
+                        .map_or(0, HashSet::len);
+                    self.member_copies.push(MemberCopy {
+                        text,
+                        entry,
+                        acked_before,
+                    });
+                } else {
+                    self.violation(text);
+                }
             }
         }
         let epoch = self.epoch;
@@ -216,12 +296,21 @@ impl Journal {
         self.note(|| format!("consumer {instance} acked {name} Ok (begun #{at})"));
         self.attempted.insert(name.to_owned());
         self.consumed.insert(name.to_owned());
+        let mut sent_before = 0;
+        if let Some((topic, id)) = self.at.get(name) {
+            sent_before = self.sent(topic, id);
+            self.members_acked
+                .entry((instance, topic.clone(), id.ledger_id, id.entry_id))
+                .or_default()
+                .insert(id.batch_index);
+        }
         self.acked_ok.insert(
             name.to_owned(),
             AckedOk {
                 at,
                 instance,
                 epoch,
+                sent_before,
             },
         );
     }

@@ -248,7 +248,8 @@ impl Simulation {
             SubscriptionType::KeyShared => Some(OrderBy::Key),
             SubscriptionType::Shared => None,
         };
-        let mut journal = Journal::new(workload.receipts, order);
+        let mut journal = Journal::new(workload.receipts, workload.batch_index_ack, order);
+        journal.watch(broker.clone());
         if self.trace {
             journal.keep_log();
         }

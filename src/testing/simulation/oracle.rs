@@ -230,6 +230,25 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
         }
     }
 
+    // A batch member acked Ok came back: broken only if its consumer had
+    // acked the whole entry by then.
+    let mut members: HashMap<(&str, u64, u64), usize> = HashMap::new();
+    for k in kept.iter().filter(|k| k.id.is_batch_member()) {
+        *members
+            .entry((k.topic.as_str(), k.id.ledger_id, k.id.entry_id))
+            .or_default() += 1;
+    }
+    for copy in &journal.member_copies {
+        let (topic, ledger, entry) = &copy.entry;
+        let size = members
+            .get(&(topic.as_str(), *ledger, *entry))
+            .copied()
+            .unwrap_or(0);
+        if copy.acked_before >= size {
+            violations.push(format!("{} (its whole batch acked)", copy.text));
+        }
+    }
+
     // Nothing acked Ok with receipts on is also in the dead-letter topic
     // (a batch may be forwarded whole, as documented).
     if journal.receipts && !batched {
