@@ -50,6 +50,16 @@ pub enum EventKind {
         /// The entry's id.
         id: MessageId,
     },
+    /// A consumer of `subscription` acked members of a batch one by one
+    /// (batch index acks), the entry not acked whole yet.
+    MembersAcked {
+        /// The subscription.
+        subscription: String,
+        /// The entry's id.
+        id: MessageId,
+        /// The batch indexes the ack names.
+        members: Vec<i32>,
+    },
     /// A consumer of `subscription` asked for the entry again (a nack,
     /// or the client's ack timeout: the wire does not tell them apart).
     RedeliveryRequested {

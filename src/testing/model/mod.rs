@@ -568,6 +568,7 @@ impl Model {
             return;
         };
         let mut acked = Vec::new();
+        let mut members_acked = Vec::new();
         if let Some(t) = self.topics.get_mut(&topic) {
             // A batch index ack names the members left unacked in its
             // `ack_set`; the entry is acked once none is left.
@@ -599,6 +600,14 @@ impl Model {
                     };
                     if done {
                         acked.push(ids[entry as usize]);
+                    } else if partial {
+                        let members = (0..members as i32)
+                            .filter(|i| {
+                                let word = ack_set.get(*i as usize / 64).copied().unwrap_or(0);
+                                word & (1 << (i % 64)) == 0
+                            })
+                            .collect();
+                        members_acked.push((ids[entry as usize], members));
                     }
                 }
             }
@@ -610,6 +619,17 @@ impl Model {
                 EventKind::Acked {
                     subscription: sub.clone(),
                     id,
+                },
+            );
+        }
+        for (id, members) in members_acked {
+            self.event(
+                now,
+                &topic,
+                EventKind::MembersAcked {
+                    subscription: sub.clone(),
+                    id,
+                    members,
                 },
             );
         }

@@ -67,9 +67,10 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
         }
         FaultKind::Seek => {
             if let Some((_, consumer)) = stage.live_consumers().first() {
-                let consumer = consumer.clone();
+                let (consumer, stage) = (consumer.clone(), stage.clone());
                 tokio::spawn(async move {
                     let _ = consumer.seek(MessageId::EARLIEST).await;
+                    stage.journal().rewound();
                 });
             }
         }

@@ -41,10 +41,9 @@ struct AckedOk {
     instance: usize,
     /// The rewind epoch when the ack was made.
     epoch: u64,
-    /// Copies of the message's entry the broker had sent out when the ack
-    /// returned: a copy handed out later that was sent before is one the
-    /// ack could not stop.
-    sent_before: usize,
+    /// Where the acked message is stored (a producer that sent it again
+    /// after a failure stores another, with an id of its own).
+    id: MessageId,
 }
 
 /// A batch member acked `Ok` and handed out again, without batch index
@@ -77,18 +76,21 @@ pub(crate) struct Journal {
     /// whatever the answer.
     pub(crate) attempted: HashSet<String>,
     acked_ok: HashMap<String, AckedOk>,
-    /// Where each name was handed out: (partition topic, id).
-    at: HashMap<String, (String, MessageId)>,
     /// Per instance and entry: the batch indexes acked `Ok`.
     members_acked: HashMap<(usize, String, u64, u64), HashSet<i32>>,
     /// Batch members handed out again after an ack, judged at the end.
     pub(crate) member_copies: Vec<MemberCopy>,
     /// Whether members are acked one by one on the broker.
     pub(crate) batch_index_ack: bool,
+    /// Whether the broker counts redeliveries (Shared, Key_Shared): then
+    /// each copy of an entry carries a count of its own.
+    pub(crate) counted: bool,
     /// Per instance and epoch: names seen, and the last id first seen per
     /// order key.
     seen: HashMap<(usize, u64), HashSet<String>>,
     last: HashMap<(usize, u64, String), MessageId>,
+    /// The order slots (after a rewind) that stepped back once already.
+    stepped_back: HashSet<(usize, u64, String)>,
     /// Names nacked or left for the ack timeout: their copies may come out
     /// of order.
     pub(crate) asked_again: HashMap<String, u32>,
@@ -143,27 +145,47 @@ impl Journal {
         self.broker = Some(broker);
     }
 
-    /// Copies of the entry of `id` on `topic` the broker sent out so far.
-    fn sent(&self, topic: &str, id: &MessageId) -> usize {
-        let Some(broker) = &self.broker else {
-            return 0;
-        };
+    /// Whether the broker sent out a copy of the entry of `id` on `topic`
+    /// after it learnt of the ack of `id` (`None`: it has not learnt of
+    /// it). With `count`, only copies carrying that redelivery count (on
+    /// Shared and Key_Shared each copy carries its own) are the one in
+    /// question.
+    fn sent_after_ack(&self, topic: &str, id: &MessageId, count: Option<u32>) -> Option<bool> {
+        let broker = self.broker.as_ref()?;
+        let same = |e: &MessageId| (e.ledger_id, e.entry_id) == (id.ledger_id, id.entry_id);
         broker.with_model(|m| {
-            m.events()
-                .iter()
-                .filter(|e| match &e.kind {
+            let mut knew = None;
+            for e in m.events().iter().filter(|e| e.topic == topic) {
+                match &e.kind {
                     EventKind::Delivered {
                         subscription,
-                        id: sent,
-                        ..
-                    } => {
-                        subscription == SUBSCRIPTION
-                            && e.topic == topic
-                            && (sent.ledger_id, sent.entry_id) == (id.ledger_id, id.entry_id)
+                        id: entry,
+                        redelivery_count,
+                    } if subscription == SUBSCRIPTION
+                        && same(entry)
+                        && knew.is_some()
+                        && count.is_none_or(|c| c == *redelivery_count) =>
+                    {
+                        return Some(true);
                     }
-                    _ => false,
-                })
-                .count()
+                    EventKind::Acked {
+                        subscription,
+                        id: entry,
+                    } if subscription == SUBSCRIPTION && same(entry) => knew = Some(false),
+                    EventKind::MembersAcked {
+                        subscription,
+                        id: entry,
+                        members,
+                    } if subscription == SUBSCRIPTION
+                        && same(entry)
+                        && members.contains(&id.batch_index) =>
+                    {
+                        knew = Some(false);
+                    }
+                    _ => {}
+                }
+            }
+            knew
         })
     }
 
@@ -220,15 +242,20 @@ impl Journal {
         };
         let topic = msg.topic().to_owned();
         self.note(|| format!("consumer {instance} handed {name} {id}"));
-        self.at.insert(name.clone(), (topic.clone(), id));
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
-        if let Some(ack) = self.acked_ok.get(&name).copied() {
-            let fault_since = self.faults.iter().any(|(t, _)| *t > ack.at);
-            let sent_since = self.sent(&topic, &id) > ack.sent_before;
+        let acked = self.acked_ok.get(&name).copied();
+        if let Some(ack) = acked.filter(|a| key_of(&a.id) == key_of(&id)) {
+            // A copy the broker sent before it learnt of the ack is one
+            // the ack could not stop; without receipts the ack may still
+            // be on its way (grouped, or lost in a cut).
+            let count = self.counted.then(|| msg.redelivery_count());
+            let knew = self.sent_after_ack(&topic, &id, count);
             let excused = ack.epoch < self.epoch
-                || !sent_since
-                || (!self.receipts && fault_since && ack.instance != instance);
+                || match knew {
+                    Some(sent_after) => !sent_after,
+                    None => !self.receipts,
+                };
             if !excused {
                 let text = format!(
                     "{name} ({id}) was acked Ok by consumer {} (record {}) and handed to consumer {instance} again (record {at}){}",
@@ -240,7 +267,9 @@ impl Journal {
                         ""
                     }
                 );
-                if id.is_batch_member() && !self.batch_index_ack {
+                // A member acked alone the broker only hears of with
+                // its whole entry.
+                if id.is_batch_member() && !self.batch_index_ack && knew.is_none() {
                     let entry = (topic.clone(), id.ledger_id, id.entry_id);
                     let acked_before = self
                         .members_acked
@@ -267,7 +296,10 @@ impl Journal {
                 };
                 let slot = (instance, epoch, order_key);
                 if let Some(before) = self.last.get(&slot) {
-                    if key_of(&id) <= key_of(before) {
+                    // After a rewind the messages received before it may
+                    // still come first: one step back is the rewind.
+                    let back = key_of(&id) <= key_of(before);
+                    if back && !(epoch > 0 && self.stepped_back.insert(slot.clone())) {
                         self.violation(format!(
                             "consumer {instance} was handed {name} ({id}) after {before}: out of order on {}",
                             slot.2
@@ -290,27 +322,30 @@ impl Journal {
         (self.tick(), self.epoch)
     }
 
-    /// An ack of `name` (by consumer `instance`) returned `Ok`.
-    pub(crate) fn acked(&mut self, instance: usize, name: &str, begun: (u64, u64)) {
+    /// An ack of `name`, handed out at `id` of `topic`, by consumer
+    /// `instance` returned `Ok`.
+    pub(crate) fn acked(
+        &mut self,
+        instance: usize,
+        name: &str,
+        (topic, id): (&str, MessageId),
+        begun: (u64, u64),
+    ) {
         let (at, epoch) = begun;
         self.note(|| format!("consumer {instance} acked {name} Ok (begun #{at})"));
         self.attempted.insert(name.to_owned());
         self.consumed.insert(name.to_owned());
-        let mut sent_before = 0;
-        if let Some((topic, id)) = self.at.get(name) {
-            sent_before = self.sent(topic, id);
-            self.members_acked
-                .entry((instance, topic.clone(), id.ledger_id, id.entry_id))
-                .or_default()
-                .insert(id.batch_index);
-        }
+        self.members_acked
+            .entry((instance, topic.to_owned(), id.ledger_id, id.entry_id))
+            .or_default()
+            .insert(id.batch_index);
         self.acked_ok.insert(
             name.to_owned(),
             AckedOk {
                 at,
                 instance,
                 epoch,
-                sent_before,
+                id,
             },
         );
     }
@@ -331,8 +366,8 @@ impl Journal {
         let (upto, rest): (Vec<_>, Vec<_>) = open
             .into_iter()
             .partition(|(i, _)| key_of(i) <= key_of(&id));
-        for (_, name) in upto {
-            self.acked(instance, &name, begun);
+        for (at, name) in upto {
+            self.acked(instance, &name, (topic, at), begun);
         }
         if !rest.is_empty() {
             self.open.insert((instance, topic.to_owned()), rest);
@@ -365,9 +400,20 @@ impl Journal {
         }
     }
 
-    /// Names acked `Ok` with their epochs (for the dead-letter check).
+    /// Names acked `Ok` and not rewound since (for the dead-letter check:
+    /// a rewind makes them messages to take anew).
     pub(crate) fn acked_names(&self) -> impl Iterator<Item = &str> {
-        self.acked_ok.keys().map(String::as_str)
+        self.acked_ok
+            .iter()
+            .filter(|(_, a)| a.epoch == self.epoch)
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// A rewind the application asked for (a seek) returned: acks made
+    /// while it went on may be undone by it too.
+    pub(crate) fn rewound(&mut self) {
+        self.note(|| "the seek returned".to_owned());
+        self.epoch += 1;
     }
 }
 

@@ -250,6 +250,7 @@ impl Simulation {
         };
         let mut journal = Journal::new(workload.receipts, workload.batch_index_ack, order);
         journal.watch(broker.clone());
+        journal.counted = order != Some(OrderBy::Partition);
         if self.trace {
             journal.keep_log();
         }
@@ -361,13 +362,10 @@ impl Simulation {
         let mut journal = std::mem::take(&mut *stage.journal());
         let mut trace: Vec<(Duration, String)> = journal.take_log();
         if self.trace {
-            trace.extend(
-                stage
-                    .broker
-                    .events()
-                    .iter()
-                    .map(|e| (e.at, describe_event(e))),
-            );
+            let events = stage.broker.events();
+            stage.broker.with_model(|m| {
+                trace.extend(events.iter().map(|e| (e.at, describe_event(m, e))));
+            });
         }
         // Stable: the broker's events after the application's at one instant.
         trace.sort_by_key(|(at, _)| *at);
@@ -380,10 +378,10 @@ impl Simulation {
 }
 
 /// One broker event in one short line.
-fn describe_event(e: &crate::testing::Event) -> String {
+fn describe_event(model: &crate::testing::model::Model, e: &crate::testing::Event) -> String {
     use crate::testing::EventKind as K;
     let what = match &e.kind {
-        K::Published { id } => format!("stored {id}"),
+        K::Published { id } => format!("stored {id}{}", describe_entry(model, &e.topic, id)),
         K::SendFailed { sequence_id } => format!("refused send {sequence_id}"),
         K::Delivered {
             id,
@@ -391,8 +389,33 @@ fn describe_event(e: &crate::testing::Event) -> String {
             ..
         } => format!("delivered {id} (redelivery {redelivery_count})"),
         K::Acked { id, .. } => format!("acked {id}"),
+        K::MembersAcked { id, members, .. } => format!("acked {id} members {members:?}"),
         K::RedeliveryRequested { id, .. } => format!("asked again for {id}"),
     };
     let topic = e.topic.rsplit('/').next().unwrap_or(&e.topic);
     format!("broker: {topic} {what}")
+}
+
+/// What a stored entry holds: its batch size, its chunk, or the name of
+/// the message.
+fn describe_entry(
+    model: &crate::testing::model::Model,
+    topic: &str,
+    id: &crate::message_id::MessageId,
+) -> String {
+    let Some(entry) = model
+        .topic(topic)
+        .and_then(|t| t.entries.get(id.entry_id as usize))
+    else {
+        return String::new();
+    };
+    let m = &entry.metadata;
+    match (m.num_messages_in_batch, m.chunk_id, m.num_chunks_from_msg) {
+        (_, Some(chunk), Some(n)) if n > 1 => format!(
+            " (chunk {chunk} of {n}, uuid {})",
+            m.uuid.as_deref().unwrap_or("?")
+        ),
+        (Some(n), _, _) => format!(" (batch of {n})"),
+        _ => format!(" ({})", journal::name_of(&entry.data).unwrap_or("?")),
+    }
 }

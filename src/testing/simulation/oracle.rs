@@ -37,7 +37,19 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
             let index = index as u64;
             if let (Some(uuid), Some(n)) = (&m.uuid, m.num_chunks_from_msg) {
                 if n > 1 {
+                    // A producer that sends a message again after a
+                    // failure starts its chunks over: the chunks stored
+                    // before are fragments of no message, as a consumer
+                    // assembling them finds.
+                    let chunk = m.chunk_id.unwrap_or(0);
+                    if chunk == 0 {
+                        chunks.remove(uuid);
+                    }
                     let slot = chunks.entry(uuid.clone()).or_default();
+                    if slot.0.len() as i32 != chunk {
+                        chunks.remove(uuid);
+                        continue;
+                    }
                     slot.0.push(index);
                     slot.1.extend_from_slice(&entry.data);
                     if m.chunk_id == Some(n - 1) {

@@ -2,6 +2,7 @@
 //! task per consumer instance, in the way the workload takes messages) and
 //! its reader. Each records in the journal what it saw and did.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -153,21 +154,32 @@ impl Stage {
         (self.workload.acks == AckStyle::Cumulative).then_some(Duration::from_millis(500))
     }
 
+    /// Acks cumulatively, on each partition, the last message handed out
+    /// there (what a consumer acking cumulatively does when idle).
+    async fn ack_last(
+        &self,
+        instance: usize,
+        consumer: &Consumer,
+        last: &mut BTreeMap<String, Message>,
+    ) {
+        for (_, msg) in std::mem::take(last) {
+            self.ack_cumulative(instance, consumer, &msg).await;
+        }
+    }
+
     /// The loop of `receive()` and of the `Stream`: one message at a time.
     async fn take_loop(
         &self,
         instance: usize,
         consumer: &mut Consumer,
     ) -> Result<(), ConsumerError> {
-        let mut last: Option<Message> = None;
+        let mut last = BTreeMap::new();
         loop {
             let next = match self.idle() {
                 Some(idle) => match tokio::time::timeout(idle, self.next_message(consumer)).await {
                     Ok(next) => next,
                     Err(_) => {
-                        if let Some(msg) = last.take() {
-                            self.ack_cumulative(instance, consumer, &msg).await;
-                        }
+                        self.ack_last(instance, consumer, &mut last).await;
                         continue;
                     }
                 },
@@ -176,7 +188,7 @@ impl Stage {
             match next {
                 Ok(msg) => {
                     self.handle(instance, consumer, &msg).await;
-                    last = Some(msg);
+                    last.insert(msg.topic().to_owned(), msg);
                 }
                 Err(ConsumerError::Closed) => return Ok(()),
                 Err(e) => return Err(e),
@@ -198,21 +210,17 @@ impl Stage {
         instance: usize,
         consumer: &mut Consumer,
     ) -> Result<(), ConsumerError> {
-        let mut last: Option<Message> = None;
+        let mut last = BTreeMap::new();
         loop {
             match consumer.receive_batch().await {
                 Ok(batch) => {
                     let batch = batch.into_vec();
-                    if batch.is_empty() {
-                        if let Some(msg) = last.take() {
-                            if self.workload.acks == AckStyle::Cumulative {
-                                self.ack_cumulative(instance, consumer, &msg).await;
-                            }
-                        }
+                    if batch.is_empty() && self.workload.acks == AckStyle::Cumulative {
+                        self.ack_last(instance, consumer, &mut last).await;
                     }
                     for msg in batch {
                         self.handle(instance, consumer, &msg).await;
-                        last = Some(msg);
+                        last.insert(msg.topic().to_owned(), msg);
                     }
                 }
                 Err(ConsumerError::Closed) => return Ok(()),
@@ -277,7 +285,8 @@ impl Stage {
                 let begun = self.journal().ack_begins();
                 self.journal().attempted.insert(name.clone());
                 if consumer.ack(msg).await.is_ok() {
-                    self.journal().acked(instance, &name, begun);
+                    self.journal()
+                        .acked(instance, &name, (msg.topic(), msg.id()), begun);
                 }
             }
             Act::Nack => {
