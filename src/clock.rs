@@ -26,9 +26,21 @@ pub(crate) fn now() -> Instant {
 
 /// Wall-clock milliseconds since the Unix epoch, for `publish_time` and
 /// `deliver_at_time`, which the protocol defines in wall time.
+///
+/// It moves with tokio's clock: the system's wall time plus how far
+/// tokio's clock is ahead of the real one. That is nothing in a running
+/// service, and the time advanced under a paused clock in a test, so the
+/// expiry of incomplete chunked messages and delayed deliveries follow
+/// virtual time there as every timer does.
 #[allow(clippy::disallowed_methods)] // the single sanctioned wall-clock read
 pub(crate) fn unix_millis() -> u64 {
-    SystemTime::now()
+    let (virtual_now, real_now) = (now(), Instant::now());
+    let system = SystemTime::now();
+    let wall = match virtual_now.checked_duration_since(real_now) {
+        Some(ahead) => system.checked_add(ahead),
+        None => system.checked_sub(real_now.saturating_duration_since(virtual_now)),
+    };
+    wall.unwrap_or(system)
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -36,6 +48,19 @@ pub(crate) fn unix_millis() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn wall_time_moves_with_a_paused_clock() {
+        let before = unix_millis();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let after = unix_millis();
+        // Only the advance moves it (the real time between the two reads
+        // is not virtual time), up to rounding to whole milliseconds.
+        assert!(
+            (after - before).abs_diff(3_600_000) <= 1,
+            "{before} then {after}"
+        );
+    }
 
     #[test]
     fn after_saturates_far_ahead() {
