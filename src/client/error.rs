@@ -166,6 +166,17 @@ impl ClientError {
         }
     }
 
+    /// Whether a producer's or consumer's creation tries again after this
+    /// (see `ConnectionError::is_passing_at_creation`).
+    pub(crate) fn is_passing_at_creation(&self) -> bool {
+        match self {
+            Self::Connect { source, .. } | Self::Request { source, .. } => {
+                source.is_passing_at_creation()
+            }
+            _ => self.is_retryable(),
+        }
+    }
+
     /// Whether the client was closed: every later call fails the same way.
     pub fn is_closed(&self) -> bool {
         matches!(self, Self::Closed)

@@ -160,20 +160,42 @@ impl Client {
     /// at once when final, after the operation timeout when
     /// [retryable](ClientError::is_retryable).
     pub async fn partitioned_topic_metadata(&self, topic: &TopicName) -> Result<u32, ClientError> {
-        // As the Java client's: a passing failure (a lost connection, a
-        // broker not ready) is asked again with backoff, until the
-        // operation timeout has passed since the first try.
+        self.retry_passing(
+            topic,
+            "partitioned metadata",
+            || lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic),
+            ClientError::is_retryable,
+        )
+        .await
+    }
+
+    /// Runs `attempt` again, with backoff, while it fails in a way that
+    /// `passing` says may pass (a lost connection, a broker not ready),
+    /// until the operation timeout has gone by since the first try: as the
+    /// Java client does for metadata and for a producer's or consumer's
+    /// creation. The last failure is returned.
+    pub(crate) async fn retry_passing<T, E, F>(
+        &self,
+        topic: &TopicName,
+        what: &'static str,
+        mut attempt: impl FnMut() -> F,
+        passing: impl Fn(&E) -> bool,
+    ) -> Result<T, E>
+    where
+        F: std::future::Future<Output = Result<T, E>>,
+        E: std::fmt::Display,
+    {
         let deadline = tokio::time::Instant::now().checked_add(self.inner.operation_timeout);
         let mut backoff = crate::backoff::Backoff::default();
         loop {
-            match lookup::partitioned_metadata(&self.inner.pool, &self.inner.service, topic).await {
-                Err(e) if e.is_retryable() => {
+            match attempt().await {
+                Err(e) if passing(&e) => {
                     let delay = backoff.next_delay();
                     let next = tokio::time::Instant::now().checked_add(delay);
                     if matches!((next, deadline), (Some(next), Some(end)) if next >= end) {
                         return Err(e);
                     }
-                    tracing::debug!(topic = %topic, error = %e, ?delay, "partitioned metadata asked again");
+                    tracing::debug!(topic = %topic, error = %e, ?delay, "{what} tried again");
                     tokio::time::sleep(delay).await;
                 }
                 answer => return answer,

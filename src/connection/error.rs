@@ -262,6 +262,31 @@ impl ConnectionError {
         !self.is_final()
     }
 
+    /// Whether a producer's or consumer's creation tries again after this,
+    /// until the operation timeout: a [retryable](Self::is_retryable)
+    /// failure (a lost connection, a broker not ready), except refusals the
+    /// caller must hear of at once, as from the Java client: the name or
+    /// exclusive access is in use, credentials or permissions are refused,
+    /// the producer is over its quota, or no consumer could be assigned.
+    pub(crate) const fn is_passing_at_creation(&self) -> bool {
+        match self {
+            Self::Server { code, .. } => {
+                !matches!(
+                    code,
+                    ServerError::ProducerBusy
+                        | ServerError::ConsumerBusy
+                        | ServerError::AuthenticationError
+                        | ServerError::AuthorizationError
+                        | ServerError::ProducerBlockedQuotaExceededError
+                        | ServerError::ProducerBlockedQuotaExceededException
+                        | ServerError::ConsumerAssignError
+                ) && self.is_retryable()
+            }
+            Self::Closed => false,
+            _ => self.is_retryable(),
+        }
+    }
+
     /// Whether the client closed this connection
     /// ([`Connection::close`](super::Connection::close), or the client
     /// closing): nothing more goes through it. A connection the broker or

@@ -315,6 +315,17 @@ impl ConsumerError {
         }
     }
 
+    /// Whether subscribing for the first time tries again after this
+    /// (until the operation timeout): reaching the broker or subscribing
+    /// failed in a way that may pass.
+    pub(crate) fn is_passing_at_creation(&self) -> bool {
+        match self {
+            Self::Request { source, .. } => source.is_passing_at_creation(),
+            Self::Client { source, .. } => source.is_passing_at_creation(),
+            _ => false,
+        }
+    }
+
     /// Whether subscribing again gives up on this: anything but a failed
     /// attempt to reach the broker or subscribe whose cause is not
     /// [final](ConnectionError::is_final).

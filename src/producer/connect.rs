@@ -153,17 +153,30 @@ impl Drop for Unclaimed {
     }
 }
 
-/// Looks the topic up and creates the producer there.
+/// Looks the topic up and creates the producer there; a failure that may
+/// pass (a cut connection, a broker not ready) is tried again until the
+/// operation timeout.
 pub(crate) async fn create(recipe: &Recipe) -> Result<Created, ProducerError> {
-    let conn = recipe
+    let attempt = || async {
+        let conn = recipe
+            .client
+            .lookup(&recipe.topic)
+            .await
+            .map_err(|source| ProducerError::Client {
+                topic: recipe.topic.as_str().to_owned(),
+                source,
+            })?;
+        create_on(recipe, conn).await
+    };
+    recipe
         .client
-        .lookup(&recipe.topic)
+        .retry_passing(
+            &recipe.topic,
+            "PRODUCER",
+            attempt,
+            ProducerError::is_passing_at_creation,
+        )
         .await
-        .map_err(|source| ProducerError::Client {
-            topic: recipe.topic.as_str().to_owned(),
-            source,
-        })?;
-    create_on(recipe, conn).await
 }
 
 /// The producer the driver had before the link broke.

@@ -189,6 +189,17 @@ impl ProducerError {
         }
     }
 
+    /// Whether the producer's creation tries again after this (until the
+    /// operation timeout): reaching the broker or creating the producer
+    /// failed in a way that may pass.
+    pub(crate) fn is_passing_at_creation(&self) -> bool {
+        match self {
+            Self::Create { source, .. } => source.is_passing_at_creation(),
+            Self::Client { source, .. } => source.is_passing_at_creation(),
+            _ => false,
+        }
+    }
+
     /// Whether re-creating the producer gives up on this: anything but a
     /// failed attempt to reach the broker or create the producer whose
     /// cause is not [final](ConnectionError::is_final).

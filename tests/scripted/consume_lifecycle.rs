@@ -83,6 +83,61 @@ async fn a_subscribe_that_times_out_is_closed_on_the_broker() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_subscribe_cut_off_by_a_lost_connection_is_made_on_a_new_one() {
+    // As the Java client does: a passing failure while subscribing the
+    // first time (here the connection dropped with SUBSCRIBE pending) is
+    // tried again with backoff, until the operation timeout.
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("subscribe cut off", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        lookup_then_subscribe(&mut broker).await;
+        drop(broker);
+        let mut fresh = svc.accept().await;
+        fresh.handshake().await;
+        let (_, request) = lookup_then_subscribe(&mut fresh).await;
+        fresh.send(answer::success(request)).await;
+        fresh.expect(Type::Flow).await;
+        let result = subscribing.await.expect("task");
+        assert!(result.is_ok(), "{result:?}");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscribe_refused_for_lack_of_permission_fails_at_once() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("subscribe not authorized", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        let (_, request) = lookup_then_subscribe(&mut broker).await;
+        let refused = answer::error(request, ServerError::AuthorizationError, "not allowed");
+        broker.send(refused).await;
+        let result = subscribing.await.expect("task");
+        assert!(
+            matches!(
+                &result,
+                Err(ConsumerError::Request {
+                    source: pulsar_wire::connection::ConnectionError::Server {
+                        code: ServerError::AuthorizationError,
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_dropped_subscribe_leaves_nothing_behind() {
     let net = FakeNetwork::new();
     let mut svc = net.listen(SERVICE);

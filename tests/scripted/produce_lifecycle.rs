@@ -115,6 +115,72 @@ async fn expect_close(broker: &mut FakeBroker, producer: u64) {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_create_cut_off_by_a_lost_connection_is_made_on_a_new_one() {
+    // As the Java client does: a passing failure while creating (here the
+    // connection dropped with PRODUCER pending) is tried again with
+    // backoff; only the operation timeout, or a final or busy refusal,
+    // ends the attempts.
+    guard("PRODUCER cut off", async {
+        let net = FakeNetwork::new();
+        let (client, mut broker, mut svc) = connected(&net).await;
+        let create =
+            tokio::spawn(async move { client.producer("orders").batching(false).create().await });
+        answer_metadata(&mut broker, 0).await;
+        answer_lookup(&mut broker).await;
+        broker.expect(Type::Producer).await;
+        drop(broker);
+        let mut fresh = svc.accept().await;
+        fresh.handshake().await;
+        answer_lookup(&mut fresh).await;
+        let asked = fresh.expect(Type::Producer).await;
+        fresh
+            .send(producer_success(request_id(&asked), "p-1", -1))
+            .await;
+        let producer = create
+            .await
+            .expect("task")
+            .expect("created on the new connection");
+        assert_eq!(producer.name(), "p-1");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_refused_as_busy_fails_at_once() {
+    guard("PRODUCER busy", async {
+        let net = FakeNetwork::new();
+        let (client, mut broker, _svc) = connected(&net).await;
+        let create = tokio::spawn(async move {
+            client
+                .producer("orders")
+                .access_mode(AccessMode::Exclusive)
+                .create()
+                .await
+        });
+        answer_metadata(&mut broker, 0).await;
+        answer_lookup(&mut broker).await;
+        let asked = broker.expect(Type::Producer).await;
+        let busy = answer::error(request_id(&asked), ServerError::ProducerBusy, "exclusive");
+        broker.send(busy).await;
+        let result = create.await.expect("task");
+        assert!(
+            matches!(
+                &result,
+                Err(ProducerError::Create {
+                    source: pulsar_wire::connection::ConnectionError::Server {
+                        code: ServerError::ProducerBusy,
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_producer_request_that_times_out_is_closed_on_the_broker() {
     guard("PRODUCER timeout", async {
         let net = FakeNetwork::new();

@@ -250,19 +250,30 @@ impl Driver {
         });
     }
 
-    /// Looks `topic` up, registers a fresh consumer id and subscribes.
+    /// Looks `topic` up, registers a fresh consumer id and subscribes; a
+    /// failure that may pass (a cut connection, a broker not ready) is
+    /// tried again until the operation timeout.
     async fn attach(&self, topic: &TopicName, epoch: u64) -> Result<Attached, ConsumerError> {
         let name = topic.as_str();
-        let conn =
-            self.settings
-                .client
+        let client = &self.settings.client;
+        let attempt = || async {
+            let conn = client
                 .lookup(topic)
                 .await
                 .map_err(|source| ConsumerError::Client {
                     topic: name.to_owned(),
                     source,
                 })?;
-        subscribe_on(conn, &self.settings.options, name, epoch).await
+            subscribe_on(conn, &self.settings.options, name, epoch).await
+        };
+        client
+            .retry_passing(
+                topic,
+                "SUBSCRIBE",
+                attempt,
+                ConsumerError::is_passing_at_creation,
+            )
+            .await
     }
 
     /// Reads `rx`, the mailbox of sub `index`'s subscription of
