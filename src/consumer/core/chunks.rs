@@ -28,7 +28,11 @@
 //! - a chunk that does not follow the previous one of its message (a
 //!   chunk was lost, or the first is missing) drops the message: its chunks
 //!   are left unacked, and so is this one, unless its message was published
-//!   longer than `expiry` ago, when it is acked.
+//!   longer than `expiry` ago, when it is acked. Beyond the Java client,
+//!   such chunks are acked once `expiry` passes after they were dropped,
+//!   as an incomplete message's are, unless the subscription starts over
+//!   first: else a chunk left by a producer's refused send would stay in
+//!   the backlog for ever where no ack timeout or reconnect brings it back.
 //!
 //! Beyond the Java client, the bytes held are bounded, since a chunk's
 //! permit goes back at once and its metadata comes from the network: the
@@ -155,6 +159,9 @@ pub(crate) struct ChunkAssembler {
     assembled: RememberedChunks,
     /// Whether `assembled` is kept (off for a reader, which never acks).
     remember: bool,
+    /// Chunks of no message (out of order), held until the expiry after
+    /// they were dropped, oldest first.
+    strays: VecDeque<(Instant, Vec<MessageId>)>,
     released: Vec<Released>,
 }
 
@@ -167,6 +174,7 @@ impl ChunkAssembler {
             held: 0,
             assembled: RememberedChunks::new(),
             remember: true,
+            strays: VecDeque::new(),
             released: Vec::new(),
         }
     }
@@ -193,7 +201,7 @@ impl ChunkAssembler {
             return None;
         }
         let Some(pending) = self.pending.get_mut(&chunk.uuid) else {
-            self.out_of_order(wall_ms, &chunk, None);
+            self.out_of_order(now, wall_ms, &chunk, None);
             return None;
         };
         let next = pending.ids.len();
@@ -208,7 +216,7 @@ impl ChunkAssembler {
         }
         if index > next || chunk.num_chunks != pending.num_chunks {
             let dropped = self.remove(&chunk.uuid);
-            self.out_of_order(wall_ms, &chunk, dropped);
+            self.out_of_order(now, wall_ms, &chunk, dropped);
             return None;
         }
         let cost = chunk.data.len().saturating_add(CHUNK_OVERHEAD);
@@ -292,21 +300,33 @@ impl ChunkAssembler {
     }
 
     /// `chunk` does not follow what came of its message (`dropped`, now
-    /// given up): the chunks stay unacked, this one too unless its message
-    /// is older than the expiry.
-    fn out_of_order(&mut self, wall_ms: u64, chunk: &Chunk, dropped: Option<Pending>) {
+    /// given up): the chunks stay unacked until the expiry, this one too
+    /// unless its message is older than the expiry.
+    fn out_of_order(
+        &mut self,
+        now: Instant,
+        wall_ms: u64,
+        chunk: &Chunk,
+        dropped: Option<Pending>,
+    ) {
+        let mut strays = Vec::new();
         if let Some(dropped) = dropped {
-            self.released.push(Released::Hold(dropped.ids));
+            self.released.push(Released::Hold(dropped.ids.clone()));
+            strays.extend(dropped.ids);
         }
         let expired = self.limits.expiry.is_some_and(|expiry| {
             let expiry = u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX);
             wall_ms > chunk.publish_time.saturating_add(expiry)
         });
-        self.released.push(if expired {
-            Released::Ack(vec![chunk.id])
+        if expired {
+            self.released.push(Released::Ack(vec![chunk.id]));
         } else {
-            Released::Hold(vec![chunk.id])
-        });
+            self.released.push(Released::Hold(vec![chunk.id]));
+            strays.push(chunk.id);
+        }
+        if self.limits.expiry.is_some() && !strays.is_empty() {
+            self.strays.push_back((now, strays));
+        }
     }
 
     fn remove(&mut self, uuid: &str) -> Option<Pending> {
@@ -317,11 +337,20 @@ impl ChunkAssembler {
     }
 
     /// Drops, and acks the chunks of, every message still incomplete
-    /// `expiry` after its first chunk.
+    /// `expiry` after its first chunk; acks the chunks of no message held
+    /// `expiry` since they were dropped.
     pub(crate) fn on_tick(&mut self, now: Instant) {
         let Some(expiry) = self.limits.expiry else {
             return;
         };
+        while let Some((since, _)) = self.strays.front() {
+            if crate::clock::after(*since, expiry) > now {
+                break;
+            }
+            if let Some((_, ids)) = self.strays.pop_front() {
+                self.released.push(Released::Ack(ids));
+            }
+        }
         while let Some(uuid) = self.order.front().cloned() {
             match self.pending.get(&uuid) {
                 Some(p) if crate::clock::after(p.started, expiry) > now => return,
@@ -338,11 +367,20 @@ impl ChunkAssembler {
     }
 
     /// When [`on_tick`](Self::on_tick) has work: the oldest incomplete
-    /// message's expiry.
+    /// message's or held stray's expiry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let expiry = self.limits.expiry?;
-        let oldest = self.pending.get(self.order.front()?)?;
-        Some(crate::clock::after(oldest.started, expiry))
+        let oldest = self
+            .order
+            .front()
+            .and_then(|uuid| self.pending.get(uuid))
+            .map(|p| p.started);
+        let stray = self.strays.front().map(|(since, _)| *since);
+        let first = match (oldest, stray) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(crate::clock::after(first, expiry))
     }
 
     /// What the driver must ack or hold, oldest first.
@@ -358,6 +396,7 @@ impl ChunkAssembler {
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
         self.order.clear();
+        self.strays.clear();
         self.held = 0;
     }
 

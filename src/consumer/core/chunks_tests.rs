@@ -161,6 +161,41 @@ fn a_missing_chunk_leaves_the_message_unacked() {
 }
 
 #[test]
+fn chunks_that_can_no_longer_make_a_message_are_acked_once_the_expiry_passes() {
+    // A chunk whose first never came (the producer's send of it was
+    // refused and it sent the message again under new chunks), or the
+    // chunks of a message with a gap, make no message on this
+    // connection: held until the expiry, as an incomplete message is,
+    // then acked, so they do not stay in the backlog for ever where no
+    // ack timeout or reconnect brings them back.
+    let t0 = crate::clock::now();
+    let mut a = assembler();
+    assert_eq!(a.on_chunk(t0, WALL, chunk("x", 2, 3, 7)), None);
+    assert_eq!(a.take_released(), [Released::Hold(vec![id(7)])]);
+    a.on_chunk(t0 + secs(5), WALL, chunk("y", 0, 3, 8));
+    a.on_chunk(t0 + secs(5), WALL, chunk("y", 2, 3, 9));
+    assert_eq!(
+        a.take_released(),
+        [Released::Hold(vec![id(8)]), Released::Hold(vec![id(9)])]
+    );
+    assert_eq!(a.next_deadline(), Some(t0 + secs(60)));
+    a.on_tick(t0 + secs(59));
+    assert!(a.take_released().is_empty());
+    a.on_tick(t0 + secs(60));
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(7)])]);
+    assert_eq!(a.next_deadline(), Some(t0 + secs(65)));
+    a.on_tick(t0 + secs(65));
+    assert_eq!(a.take_released(), [Released::Ack(vec![id(8), id(9)])]);
+    assert_eq!(a.next_deadline(), None);
+
+    // A reconnect brings them again: the wait starts over with the copy.
+    a.on_chunk(t0, WALL, chunk("z", 1, 2, 10));
+    a.restart();
+    a.on_tick(t0 + secs(3600));
+    assert_eq!(a.take_released(), [Released::Hold(vec![id(10)])]);
+}
+
+#[test]
 fn the_oldest_message_is_dropped_beyond_the_pending_limit() {
     let t0 = crate::clock::now();
     for auto_ack in [false, true] {

@@ -367,11 +367,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     }
 
     /// Ids the driver acks without handing them out (the chunks of a
-    /// chunked message it gave up): queued as an individual ack, so they
-    /// go out as the core's other acks do, kept across a reconnect and sent
-    /// under the consumer id of the subscription of the moment.
-    pub(crate) fn ack_unheld(&mut self, ids: &[MessageId]) {
+    /// chunked message it gave up, held until then or not): queued as an
+    /// individual ack, so they go out as the core's other acks do, kept
+    /// across a reconnect and sent under the consumer id of the
+    /// subscription of the moment; the ack timeout no longer asks for them.
+    pub(crate) fn ack_never_handed(&mut self, ids: &[MessageId]) {
         for id in ids {
+            self.held.remove(*id);
             self.actions.ack(*id);
         }
     }

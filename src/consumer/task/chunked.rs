@@ -104,7 +104,7 @@ impl Driver {
             match released {
                 Released::Ack(ids) => {
                     debug!(topic = %sub.name, count = ids.len(), "acking chunks of a dropped chunked message");
-                    core.ack_unheld(&ids);
+                    core.ack_never_handed(&ids);
                 }
                 Released::Hold(ids) => core.hold(now, &ids),
             }
