@@ -22,6 +22,11 @@ pub(crate) struct QueueBudget {
     total: Arc<Semaphore>,
     /// Bytes free of the queues' share.
     share: Arc<Semaphore>,
+    /// Held by the one consumer waiting on the semaphores for room: the
+    /// permit a wait takes and gives back goes to the next waiter in line,
+    /// so among several waiters one free byte would pass from one to the
+    /// next for ever, never free for a queue to take.
+    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl QueueBudget {
@@ -35,6 +40,7 @@ impl QueueBudget {
         Self {
             total,
             share: Arc::new(Semaphore::new(share)),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -65,8 +71,9 @@ impl QueueBudget {
 
     /// Resolves once a byte can be taken again (taking nothing).
     pub(crate) fn room(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
-        let (share, total) = (self.share.clone(), self.total.clone());
+        let (share, total, turn) = (self.share.clone(), self.total.clone(), self.turn.clone());
         async move {
+            let _turn = turn.lock_owned().await;
             // Each released at once: the queues take what they need when
             // they next sync.
             drop(share.acquire_owned().await);
@@ -107,6 +114,43 @@ mod tests {
             "what the whole could not cover stays"
         );
         assert!(queues.used_up());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn consumers_waiting_for_room_do_not_pass_a_byte_between_them_for_ever() {
+        // Each waits as a consumer does: for room, then takes what it can.
+        let total = Arc::new(Semaphore::new(10));
+        let queues = Arc::new(QueueBudget::new(total, 10));
+        assert_eq!(queues.take(5), 5);
+        let waits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let waiting: Vec<_> = (0..2)
+            .map(|_| {
+                let (queues, waits) = (queues.clone(), waits.clone());
+                tokio::spawn(async move {
+                    loop {
+                        queues.room().await;
+                        waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if queues.take(5) > 0 {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        queues.give(1);
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+        }
+        let done = waiting.iter().filter(|w| w.is_finished()).count();
+        assert_eq!(done, 1, "one took the byte");
+        let waited = waits.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(waited <= 2, "woken {waited} times for one byte");
+        for w in waiting {
+            w.abort();
+        }
     }
 
     #[tokio::test]
