@@ -60,6 +60,15 @@ pub enum EventKind {
         /// The batch indexes the ack names.
         members: Vec<i32>,
     },
+    /// The cursor of `subscription` was moved (a seek, or a reset from
+    /// outside): its acks are forgotten and delivery starts again at
+    /// entry `from`.
+    CursorMoved {
+        /// The subscription.
+        subscription: String,
+        /// The entry delivery starts again at.
+        from: u64,
+    },
     /// A consumer of `subscription` asked for the entry again (a nack,
     /// or the client's ack timeout: the wire does not tell them apart).
     RedeliveryRequested {

@@ -206,6 +206,11 @@ impl Model {
             return;
         };
         sub.reset(0);
+        let moved = EventKind::CursorMoved {
+            subscription: subscription.to_owned(),
+            from: 0,
+        };
+        self.event(now, topic, moved);
         self.close_consumers(now, topic, Some(subscription));
     }
 
@@ -636,6 +641,8 @@ impl Model {
         if let Some(request_id) = a.request_id {
             self.reply(conn, replies::ack_response(a.consumer_id, request_id));
         }
+        // On Key_Shared an ack may free a key held for its new consumer.
+        self.dispatch_topic(now, &topic);
     }
 
     fn on_redeliver(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
@@ -705,9 +712,16 @@ impl Model {
                     .map_or(t.entries.len() as u64, |p| p as u64),
                 (None, None) => 0,
             };
-            if let Some(sub) = t.subscriptions.get_mut(&sub) {
-                sub.reset(start);
-                sub.kept_for_seek = !sub.durable;
+            let moved = t.subscriptions.get_mut(&sub).map(|s| {
+                s.reset(start);
+                s.kept_for_seek = !s.durable;
+                EventKind::CursorMoved {
+                    subscription: sub.clone(),
+                    from: start,
+                }
+            });
+            if let Some(moved) = moved {
+                self.event(now, &topic, moved);
             }
         }
         self.reply(conn, replies::success(s.request_id));

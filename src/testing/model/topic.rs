@@ -233,6 +233,13 @@ impl Subscription {
             let Some(index) = self.choose(&entries[entry as usize]) else {
                 break;
             };
+            if self.kind == SubType::KeyShared && self.held_elsewhere(entry, index, entries) {
+                // As Apache Pulsar does for a key whose consumer changed (a
+                // consumer joined or left): its new consumer waits until
+                // the earlier messages of the key are acked, which keeps
+                // the order per key.
+                break;
+            }
             let ack_set = self.members_left.get(&entry).cloned().unwrap_or_default();
             let permits = if ack_set.is_empty() {
                 entries[entry as usize].permits()
@@ -290,6 +297,16 @@ impl Subscription {
         None
     }
 
+    /// Whether an earlier entry with the key of `entry` waits for its ack
+    /// at a consumer other than consumer `index`.
+    fn held_elsewhere(&self, entry: u64, index: usize, entries: &[Entry]) -> bool {
+        let to = &self.consumers[index];
+        let key = key_of(&entries[entry as usize]);
+        self.pending.range(..entry).any(|(&earlier, &holder)| {
+            holder != (to.conn, to.id) && key_of(&entries[earlier as usize]) == key
+        })
+    }
+
     /// Which consumer gets `entry`, if one has permits.
     fn choose(&mut self, entry: &Entry) -> Option<usize> {
         let n = self.consumers.len();
@@ -299,13 +316,7 @@ impl Subscription {
         match self.kind {
             SubType::Exclusive | SubType::Failover => (self.consumers[0].permits > 0).then_some(0),
             SubType::KeyShared => {
-                let key = entry
-                    .metadata
-                    .ordering_key
-                    .as_deref()
-                    .or(entry.metadata.partition_key.as_deref().map(str::as_bytes))
-                    .unwrap_or_default();
-                let index = (stable_hash(key) % n as u64) as usize;
+                let index = (stable_hash(key_of(entry)) % n as u64) as usize;
                 (self.consumers[index].permits > 0).then_some(index)
             }
             SubType::Shared => {
@@ -332,6 +343,17 @@ fn all_members(members: u32) -> Vec<i64> {
 }
 
 /// FNV-1a: the same key goes to the same Key_Shared consumer in every run.
+/// The key a Key_Shared subscription hands `entry` out by: its ordering
+/// key, else its partition key.
+fn key_of(entry: &Entry) -> &[u8] {
+    entry
+        .metadata
+        .ordering_key
+        .as_deref()
+        .or(entry.metadata.partition_key.as_deref().map(str::as_bytes))
+        .unwrap_or_default()
+}
+
 fn stable_hash(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
@@ -439,6 +461,36 @@ mod tests {
             .map(|d| (d.entry, d.redelivery_count))
             .collect();
         assert_eq!(out, [(0, 0), (1, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn key_shared_keeps_a_key_from_its_new_consumer_until_the_old_one_acks() {
+        let now = crate::clock::now();
+        let mut all = entries(now, 2);
+        for e in &mut all {
+            e.metadata.partition_key = Some("k".into());
+        }
+        let mut sub = Subscription::new(SubType::KeyShared, true, 0);
+        attach(&mut sub, 1, 1);
+        let first = sub.dispatch(now, &all);
+        assert_eq!((first.len(), first[0].conn), (1, 1));
+        // A consumer joins in front: the key may hash to it now.
+        sub.consumers.insert(
+            0,
+            Attached {
+                conn: 2,
+                id: 0,
+                permits: 10,
+                epoch: None,
+            },
+        );
+        sub.consumers[1].permits = 10;
+        assert_eq!(stable_hash(b"k") % 2, 0, "the key hashes to the new one");
+        let to = sub.dispatch(now, &all);
+        assert!(to.is_empty(), "held while entry 0 waits at the old one");
+        assert!(sub.ack(0));
+        let to = sub.dispatch(now, &all);
+        assert_eq!((to.len(), to[0].conn, to[0].entry), (1, 2, 1));
     }
 
     #[test]
