@@ -81,6 +81,15 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
             }
             let pick = stage.journal().faults.len() % live.len();
             let (instance, consumer) = live[pick].clone();
+            // Leaving from now on: a rejoin that comes before the close
+            // returns picks another (on Exclusive, none), so no more
+            // consumers join than leave.
+            let next = {
+                let mut all = stage.consumers.lock().unwrap_or_else(|e| e.into_inner());
+                all[instance] = None;
+                all.push(None);
+                all.len() - 1
+            };
             let stage = stage.clone();
             tokio::spawn(async move {
                 if let Err(e) = consumer.close().await {
@@ -88,11 +97,6 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
                         .journal()
                         .violation(format!("closing consumer {instance} failed: {e}"));
                 }
-                let next = {
-                    let mut all = stage.consumers.lock().unwrap_or_else(|e| e.into_inner());
-                    all[instance] = None;
-                    all.len()
-                };
                 match stage.subscribe().await {
                     Ok(consumer) => stage.start_consumer(next, consumer),
                     Err(e) => stage

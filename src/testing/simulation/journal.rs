@@ -34,6 +34,21 @@ pub(crate) fn name_of(bytes: &[u8]) -> Option<&str> {
     (len == bytes.len()).then_some(name)
 }
 
+/// How many events `broker` has recorded so far (0 without one).
+fn broker_events(broker: Option<&TestBroker>) -> usize {
+    broker.map_or(0, |b| b.with_model(|m| m.events().len()))
+}
+
+/// A line of what the application did.
+#[derive(Debug, Clone)]
+pub(crate) struct Noted {
+    /// Virtual time since the run began.
+    pub(crate) at: std::time::Duration,
+    /// How many events the broker had recorded by then.
+    pub(crate) after: usize,
+    pub(crate) line: String,
+}
+
 /// An ack that returned `Ok`.
 #[derive(Debug, Clone, Copy)]
 struct AckedOk {
@@ -66,6 +81,9 @@ pub(crate) struct Journal {
     clock: u64,
     /// Rewinds (seeks, cursor resets) begun so far.
     pub(crate) epoch: u64,
+    /// Per epoch after the first, how many events the broker had recorded
+    /// when it began.
+    rewind_marks: Vec<usize>,
     /// Faults fired, with when.
     pub(crate) faults: Vec<(u64, FaultKind)>,
     /// Confirmed sends: name → the id the broker gave.
@@ -112,7 +130,7 @@ pub(crate) struct Journal {
     /// (Key_Shared); `None`: no order promised (Shared).
     pub(crate) order: Option<OrderBy>,
     /// When traced: what the application did, with the virtual time.
-    log: Option<(tokio::time::Instant, Vec<(std::time::Duration, String)>)>,
+    log: Option<(tokio::time::Instant, Vec<Noted>)>,
     /// The broker, to count the copies of an entry it sent out.
     broker: Option<TestBroker>,
 }
@@ -146,16 +164,26 @@ impl Journal {
     }
 
     /// Whether the broker sent out a copy of the entry of `id` on `topic`
-    /// after it learnt of the ack of `id` (`None`: it has not learnt of
-    /// it). With `count`, only copies carrying that redelivery count (on
-    /// Shared and Key_Shared each copy carries its own) are the one in
-    /// question.
-    fn sent_after_ack(&self, topic: &str, id: &MessageId, count: Option<u32>) -> Option<bool> {
+    /// after it learnt of the ack of `id` and while it kept it (a cursor
+    /// moved since forgets it; `None`: it has not learnt of it), and
+    /// before the application received the message (when the broker had
+    /// recorded `received` events). With `count`, only copies carrying that
+    /// redelivery count (on Shared and Key_Shared each copy carries its
+    /// own) are the one in question.
+    fn sent_after_ack(
+        &self,
+        topic: &str,
+        id: &MessageId,
+        count: Option<u32>,
+        received: usize,
+    ) -> Option<bool> {
         let broker = self.broker.as_ref()?;
         let same = |e: &MessageId| (e.ledger_id, e.entry_id) == (id.ledger_id, id.entry_id);
         broker.with_model(|m| {
             let mut knew = None;
-            for e in m.events().iter().filter(|e| e.topic == topic) {
+            let mut forgot = false;
+            let events = m.events().iter().enumerate();
+            for (index, e) in events.filter(|(_, e)| e.topic == topic) {
                 match &e.kind {
                     EventKind::Delivered {
                         subscription,
@@ -164,6 +192,7 @@ impl Journal {
                     } if subscription == SUBSCRIPTION
                         && same(entry)
                         && knew.is_some()
+                        && index < received
                         && count.is_none_or(|c| c == *redelivery_count) =>
                     {
                         return Some(true);
@@ -172,6 +201,14 @@ impl Journal {
                         subscription,
                         id: entry,
                     } if subscription == SUBSCRIPTION && same(entry) => knew = Some(false),
+                    // The move forgets the ack: what comes after it is
+                    // the move's to send.
+                    EventKind::CursorMoved { subscription, .. }
+                        if subscription == SUBSCRIPTION && knew.is_some() =>
+                    {
+                        knew = None;
+                        forgot = true;
+                    }
                     EventKind::MembersAcked {
                         subscription,
                         id: entry,
@@ -185,7 +222,7 @@ impl Journal {
                     _ => {}
                 }
             }
-            knew
+            knew.or(forgot.then_some(false))
         })
     }
 
@@ -196,10 +233,15 @@ impl Journal {
 
     /// Keeps a line of what the application did, when traced.
     pub(crate) fn note(&mut self, what: impl FnOnce() -> String) {
-        if let Some((started, log)) = &mut self.log {
-            let at = started.elapsed();
-            log.push((at, format!("#{} {}", self.clock, what())));
-        }
+        let Some((started, log)) = &mut self.log else {
+            return;
+        };
+        let after = broker_events(self.broker.as_ref());
+        log.push(Noted {
+            at: started.elapsed(),
+            after,
+            line: format!("#{} {}", self.clock, what()),
+        });
     }
 
     /// Keeps a log of what the application does from now on.
@@ -208,7 +250,7 @@ impl Journal {
     }
 
     /// The log kept (empty unless [`keep_log`](Self::keep_log) was called).
-    pub(crate) fn take_log(&mut self) -> Vec<(std::time::Duration, String)> {
+    pub(crate) fn take_log(&mut self) -> Vec<Noted> {
         self.log.take().map(|(_, log)| log).unwrap_or_default()
     }
 
@@ -216,7 +258,7 @@ impl Journal {
         let at = self.tick();
         self.note(|| format!("fault {kind:?}"));
         if kind.rewinds() {
-            self.epoch += 1;
+            self.next_epoch();
         }
         self.faults.push((at, kind));
     }
@@ -229,6 +271,25 @@ impl Journal {
     /// returns its name (`None`: not a whole message of this simulation,
     /// already reported).
     pub(crate) fn handed_out(&mut self, instance: usize, msg: &Message) -> Option<String> {
+        let received = self.broker_events();
+        self.handed_out_received(instance, msg, received)
+    }
+
+    /// How many events the broker has recorded so far.
+    pub(crate) fn broker_events(&self) -> usize {
+        broker_events(self.broker.as_ref())
+    }
+
+    /// As [`handed_out`](Self::handed_out), for a message the application
+    /// received when the broker had recorded `received` events (a batch
+    /// receive hands its messages over one by one later): a copy the
+    /// broker sent after that is not the one handed out.
+    pub(crate) fn handed_out_received(
+        &mut self,
+        instance: usize,
+        msg: &Message,
+        received: usize,
+    ) -> Option<String> {
         let at = self.tick();
         self.handed += 1;
         let id = msg.id();
@@ -250,7 +311,7 @@ impl Journal {
             // the ack could not stop; without receipts the ack may still
             // be on its way (grouped, or lost in a cut).
             let count = self.counted.then(|| msg.redelivery_count());
-            let knew = self.sent_after_ack(&topic, &id, count);
+            let knew = self.sent_after_ack(&topic, &id, count, received);
             let excused = ack.epoch < self.epoch
                 || match knew {
                     Some(sent_after) => !sent_after,
@@ -400,19 +461,50 @@ impl Journal {
         }
     }
 
-    /// Names acked `Ok` and not rewound since (for the dead-letter check:
-    /// a rewind makes them messages to take anew).
-    pub(crate) fn acked_names(&self) -> impl Iterator<Item = &str> {
-        self.acked_ok
+    /// Names acked `Ok` and not rewound since that were also
+    /// dead-lettered (the same copy, where the letter names its original),
+    /// other than before the rewind that handed them out anew. `dead_at`
+    /// says, per dead-lettered name, the original's id and how many events
+    /// the broker had recorded when it stored the letter.
+    pub(crate) fn acked_and_dead_lettered(
+        &self,
+        dead_at: &HashMap<String, Vec<(Option<String>, usize)>>,
+    ) -> Vec<&str> {
+        let mut both: Vec<&str> = self
+            .acked_ok
             .iter()
             .filter(|(_, a)| a.epoch == self.epoch)
+            .filter(|(name, a)| {
+                let before_the_rewind = |at: usize| {
+                    a.epoch
+                        .checked_sub(1)
+                        .and_then(|e| self.rewind_marks.get(e as usize))
+                        .is_some_and(|&mark| at < mark)
+                };
+                let acked = a.id.to_string();
+                dead_at.get(name.as_str()).is_some_and(|letters| {
+                    letters.iter().any(|(origin, at)| {
+                        origin.as_ref().is_none_or(|o| *o == acked) && !before_the_rewind(*at)
+                    })
+                })
+            })
             .map(|(name, _)| name.as_str())
+            .collect();
+        both.sort_unstable();
+        both
     }
 
     /// A rewind the application asked for (a seek) returned: acks made
     /// while it went on may be undone by it too.
     pub(crate) fn rewound(&mut self) {
         self.note(|| "the seek returned".to_owned());
+        self.next_epoch();
+    }
+
+    /// A rewind begins (or a seek returns): acks and order start over.
+    fn next_epoch(&mut self) {
+        let mark = self.broker_events();
+        self.rewind_marks.push(mark);
         self.epoch += 1;
     }
 }

@@ -32,7 +32,7 @@ const TOPIC: &str = "persistent://public/default/sim";
 /// Virtual time a run may take in all; more is a hang.
 const RUN_BOUND: Duration = Duration::from_secs(3600);
 /// Virtual time the end of a run waits for everything to be accounted for.
-const SETTLE_BOUND: Duration = Duration::from_secs(900);
+const SETTLE_BOUND: Duration = Duration::from_secs(1800);
 /// How often the end of a run looks (virtual time).
 const SETTLE_POLL: Duration = Duration::from_millis(100);
 
@@ -328,10 +328,10 @@ impl Simulation {
         }
 
         let deadline = tokio::time::Instant::now() + SETTLE_BOUND;
-        while !oracle::settled(&stage, &topics) {
+        while let Some(open) = oracle::unsettled(&stage, &topics) {
             if tokio::time::Instant::now() >= deadline {
                 stage.journal().violation(format!(
-                    "not everything was consumed within {SETTLE_BOUND:?} of virtual time after the last send"
+                    "not everything was consumed within {SETTLE_BOUND:?} of virtual time after the last send: {open}"
                 ));
                 break;
             }
@@ -360,18 +360,28 @@ impl Simulation {
         stage.client.close().await;
         oracle::check(&stage, &topics);
         let mut journal = std::mem::take(&mut *stage.journal());
-        let mut trace: Vec<(Duration, String)> = journal.take_log();
+        // In the order things happened: a line of the application's comes
+        // after the broker events recorded before it.
+        let mut trace: Vec<(usize, Duration, String)> = journal
+            .take_log()
+            .into_iter()
+            .map(|n| (2 * n.after, n.at, n.line))
+            .collect();
         if self.trace {
             let events = stage.broker.events();
             stage.broker.with_model(|m| {
-                trace.extend(events.iter().map(|e| (e.at, describe_event(m, e))));
+                trace.extend(
+                    events
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (2 * i + 1, e.at, describe_event(m, e))),
+                );
             });
         }
-        // Stable: the broker's events after the application's at one instant.
-        trace.sort_by_key(|(at, _)| *at);
+        trace.sort_by_key(|(order, _, _)| *order);
         let trace = trace
             .into_iter()
-            .map(|(at, line)| format!("{at:>10.3?} {line}"))
+            .map(|(_, at, line)| format!("{at:>10.3?} {line}"))
             .collect();
         (journal, trace)
     }
@@ -380,17 +390,30 @@ impl Simulation {
 /// One broker event in one short line.
 fn describe_event(model: &crate::testing::model::Model, e: &crate::testing::Event) -> String {
     use crate::testing::EventKind as K;
+    let of = |subscription: &str| {
+        if subscription == roles::SUBSCRIPTION {
+            String::new()
+        } else {
+            format!(" [{subscription}]")
+        }
+    };
     let what = match &e.kind {
         K::Published { id } => format!("stored {id}{}", describe_entry(model, &e.topic, id)),
         K::SendFailed { sequence_id } => format!("refused send {sequence_id}"),
         K::Delivered {
             id,
             redelivery_count,
-            ..
-        } => format!("delivered {id} (redelivery {redelivery_count})"),
-        K::Acked { id, .. } => format!("acked {id}"),
+            subscription,
+        } => format!(
+            "delivered {id} (redelivery {redelivery_count}){}",
+            of(subscription)
+        ),
+        K::Acked { id, subscription } => format!("acked {id}{}", of(subscription)),
         K::MembersAcked { id, members, .. } => format!("acked {id} members {members:?}"),
         K::RedeliveryRequested { id, .. } => format!("asked again for {id}"),
+        K::CursorMoved { subscription, from } => {
+            format!("cursor moved to entry {from}{}", of(subscription))
+        }
     };
     let topic = e.topic.rsplit('/').next().unwrap_or(&e.topic);
     format!("broker: {topic} {what}")

@@ -21,6 +21,8 @@ pub(crate) struct Kept {
     /// Every entry it takes (more than one when chunked).
     pub(crate) entries: Vec<u64>,
     pub(crate) name: Option<String>,
+    /// The id of the message it is a dead letter of (`ORIGIN_MESSAGE_ID`).
+    pub(crate) origin: Option<String>,
 }
 
 /// Every message stored in `topics`, in order per topic.
@@ -60,9 +62,11 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
                         };
                         whole.metadata.num_chunks_from_msg = None;
                         whole.metadata.chunk_id = None;
-                        let name = stored(&whole, entry.stored_at)
-                            .first()
+                        let member = stored(&whole, entry.stored_at).into_iter().next();
+                        let name = member
+                            .as_ref()
                             .and_then(|s| name_of(&s.payload).map(str::to_owned));
+                        let origin = member.as_ref().and_then(origin_of);
                         let first = entries
                             .first()
                             .map_or(entry.id, |&i| t.entries[i as usize].id);
@@ -71,6 +75,7 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
                             id: first,
                             entries,
                             name,
+                            origin,
                         });
                     }
                     continue;
@@ -82,6 +87,7 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
                     id: member.id,
                     entries: vec![index],
                     name: name_of(&member.payload).map(str::to_owned),
+                    origin: origin_of(&member),
                 });
             }
         }
@@ -103,9 +109,50 @@ pub(crate) fn dead_letter_names(model: &Model) -> HashSet<String> {
         .collect()
 }
 
-/// Whether everything stored is accounted for and the subscription is
-/// empty (what the end of a run waits for).
-pub(crate) fn settled(stage: &Stage, topics: &[String]) -> bool {
+/// The id a dead letter names as its original.
+fn origin_of(message: &crate::testing::StoredMessage) -> Option<String> {
+    message
+        .property(crate::consumer::dead_letter::ORIGIN_MESSAGE_ID)
+        .map(str::to_owned)
+}
+
+/// Per name in a dead-letter topic, the id of its original (when the
+/// letter names it) and how many events the broker had recorded before
+/// it stored the letter.
+pub(crate) fn dead_lettered_at(model: &Model) -> HashMap<String, Vec<(Option<String>, usize)>> {
+    let topics: Vec<String> = model
+        .topic_names()
+        .into_iter()
+        .filter(|t| t.ends_with("-DLQ"))
+        .collect();
+    let mut letters: HashMap<(&str, u64, u64), Vec<&Kept>> = HashMap::new();
+    let kept = kept(model, &topics);
+    for k in &kept {
+        letters
+            .entry((k.topic.as_str(), k.id.ledger_id, k.id.entry_id))
+            .or_default()
+            .push(k);
+    }
+    let mut out: HashMap<String, Vec<(Option<String>, usize)>> = HashMap::new();
+    for (index, e) in model.events().iter().enumerate() {
+        let EventKind::Published { id } = &e.kind else {
+            continue;
+        };
+        let key = (e.topic.as_str(), id.ledger_id, id.entry_id);
+        for k in letters.remove(&key).into_iter().flatten() {
+            if let Some(name) = &k.name {
+                out.entry(name.clone())
+                    .or_default()
+                    .push((k.origin.clone(), index));
+            }
+        }
+    }
+    out
+}
+
+/// What is not accounted for yet (`None`: everything stored is, and the
+/// subscription is empty; what the end of a run waits for).
+pub(crate) fn unsettled(stage: &Stage, topics: &[String]) -> Option<String> {
     let (kept, dead, backlog) = stage.broker.with_model(|m| {
         let backlog: u64 = topics
             .iter()
@@ -113,33 +160,50 @@ pub(crate) fn settled(stage: &Stage, topics: &[String]) -> bool {
             .sum();
         (kept(m, topics), dead_letter_names(m), backlog)
     });
-    if backlog > 0 {
-        return false;
-    }
     let journal = stage.journal();
-    let done = kept.iter().all(|k| match &k.name {
-        Some(name) => {
-            journal.attempted.contains(name)
-                || journal.consumed.contains(name)
-                || dead.contains(name)
-        }
-        None => true,
-    });
-    let read = !stage.workload.reader || {
+    let open: Vec<&str> = kept
+        .iter()
+        .filter_map(|k| k.name.as_deref())
+        .filter(|name| {
+            !(journal.attempted.contains(*name)
+                || journal.consumed.contains(*name)
+                || dead.contains(*name))
+        })
+        .collect();
+    let unread = if stage.workload.reader {
         let seen: HashSet<(&str, MessageId)> = journal
             .read
             .iter()
             .map(|(t, id, _)| (t.as_str(), *id))
             .collect();
         kept.iter()
-            .all(|k| seen.contains(&(k.topic.as_str(), k.id)))
+            .filter(|k| !seen.contains(&(k.topic.as_str(), k.id)))
+            .count()
+    } else {
+        0
     };
-    done && read
+    if backlog == 0 && open.is_empty() && unread == 0 {
+        return None;
+    }
+    let mut what = vec![format!("a backlog of {backlog} entries")];
+    if !open.is_empty() {
+        let some: Vec<&str> = open.iter().take(5).copied().collect();
+        what.push(format!(
+            "{} messages never acked nor dead-lettered ({}{})",
+            open.len(),
+            some.join(", "),
+            if open.len() > some.len() { ", ..." } else { "" }
+        ));
+    }
+    if unread > 0 {
+        what.push(format!("{unread} messages the reader has not read"));
+    }
+    Some(what.join("; "))
 }
 
 /// The checks at the end of a seed; each failure is a violation.
 pub(crate) fn check(stage: &Stage, topics: &[String]) {
-    let (kept, dead, acked_entries) = stage.broker.with_model(|m| {
+    let (kept, dead, dead_at, acked_entries) = stage.broker.with_model(|m| {
         let acked: Vec<(String, MessageId)> = m
             .events()
             .iter()
@@ -152,7 +216,12 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
                 _ => None,
             })
             .collect();
-        (kept(m, topics), dead_letter_names(m), acked)
+        (
+            kept(m, topics),
+            dead_letter_names(m),
+            dead_lettered_at(m),
+            acked,
+        )
     });
     let mut journal = stage.journal();
     let batched = stage.workload.batching;
@@ -264,12 +333,7 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
     // Nothing acked Ok with receipts on is also in the dead-letter topic
     // (a batch may be forwarded whole, as documented).
     if journal.receipts && !batched {
-        let mut both: Vec<&str> = journal
-            .acked_names()
-            .filter(|n| dead.contains(*n))
-            .collect();
-        both.sort_unstable();
-        for name in both {
+        for name in journal.acked_and_dead_lettered(&dead_at) {
             violations.push(format!(
                 "{name} was acked Ok and is in the dead-letter topic too"
             ));

@@ -159,12 +159,14 @@ impl Workload {
                 Compression::Snappy,
                 Compression::Zlib,
             ]),
-            // No chunks on Shared: its broker spreads the chunks of one
-            // message over the consumers (as Apache Pulsar's does), so
-            // none can put it together.
+            // Chunks only on Exclusive and Failover, as Apache Pulsar
+            // documents: Shared spreads the chunks of one message over the
+            // consumers, and Key_Shared, keeping the order of a key whose
+            // consumer changed, holds the rest of a message from its new
+            // consumer until the old one acks a first chunk it cannot.
             chunk_every: if rng.one_in(3) {
                 let every = rng.range(3, 9);
-                if kind == SubscriptionType::Shared {
+                if matches!(kind, SubscriptionType::Shared | SubscriptionType::KeyShared) {
                     0
                 } else {
                     every

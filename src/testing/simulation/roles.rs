@@ -187,7 +187,7 @@ impl Stage {
             };
             match next {
                 Ok(msg) => {
-                    self.handle(instance, consumer, &msg).await;
+                    self.handle(instance, consumer, &msg, None).await;
                     last.insert(msg.topic().to_owned(), msg);
                 }
                 Err(ConsumerError::Closed) => return Ok(()),
@@ -214,12 +214,13 @@ impl Stage {
         loop {
             match consumer.receive_batch().await {
                 Ok(batch) => {
+                    let received = self.journal().broker_events();
                     let batch = batch.into_vec();
                     if batch.is_empty() && self.workload.acks == AckStyle::Cumulative {
                         self.ack_last(instance, consumer, &mut last).await;
                     }
                     for msg in batch {
-                        self.handle(instance, consumer, &msg).await;
+                        self.handle(instance, consumer, &msg, Some(received)).await;
                         last.insert(msg.topic().to_owned(), msg);
                     }
                 }
@@ -269,8 +270,22 @@ impl Stage {
         consumer.run(handler, options).await
     }
 
-    async fn handle(&self, instance: usize, consumer: &Consumer, msg: &Message) {
-        let name = self.journal().handed_out(instance, msg);
+    /// `received`: how many events the broker had recorded when the
+    /// application received `msg`, if earlier than now.
+    async fn handle(
+        &self,
+        instance: usize,
+        consumer: &Consumer,
+        msg: &Message,
+        received: Option<usize>,
+    ) {
+        let name = {
+            let mut journal = self.journal();
+            match received {
+                Some(received) => journal.handed_out_received(instance, msg, received),
+                None => journal.handed_out(instance, msg),
+            }
+        };
         let Some(name) = name else {
             let _ = consumer.ack(msg).await;
             return;
