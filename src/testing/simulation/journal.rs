@@ -56,6 +56,9 @@ struct AckedOk {
     instance: usize,
     /// The rewind epoch when the ack was made.
     epoch: u64,
+    /// Whether a seek was running when the ack was made (it may undo the
+    /// ack, until it returns).
+    amid_seek: bool,
     /// Where the acked message is stored (a producer that sent it again
     /// after a failure stores another, with an id of its own).
     id: MessageId,
@@ -81,6 +84,8 @@ pub(crate) struct Journal {
     clock: u64,
     /// Rewinds (seeks, cursor resets) begun so far.
     pub(crate) epoch: u64,
+    /// Seeks begun and not returned yet.
+    seeking: u32,
     /// Per epoch after the first, how many events the broker had recorded
     /// when it began.
     rewind_marks: Vec<usize>,
@@ -122,6 +127,8 @@ pub(crate) struct Journal {
     pub(crate) read: Vec<(String, MessageId, String)>,
     /// Hand-outs in all.
     pub(crate) handed: u64,
+    /// The id of every message stored, once the run ended.
+    pub(crate) stored: Vec<MessageId>,
     pub(crate) violations: Vec<String>,
     /// Whether an ack `Ok` without receipts may be undone by a fault (then
     /// a copy after a fault, to another consumer, is allowed).
@@ -260,6 +267,9 @@ impl Journal {
         if kind.rewinds() {
             self.next_epoch();
         }
+        if kind == FaultKind::Seek {
+            self.seeking += 1;
+        }
         self.faults.push((at, kind));
     }
 
@@ -313,6 +323,7 @@ impl Journal {
             let count = self.counted.then(|| msg.redelivery_count());
             let knew = self.sent_after_ack(&topic, &id, count, received);
             let excused = ack.epoch < self.epoch
+                || ack.amid_seek
                 || match knew {
                     Some(sent_after) => !sent_after,
                     None => !self.receipts,
@@ -406,6 +417,7 @@ impl Journal {
                 at,
                 instance,
                 epoch,
+                amid_seek: self.seeking > 0,
                 id,
             },
         );
@@ -484,7 +496,9 @@ impl Journal {
                 let acked = a.id.to_string();
                 dead_at.get(name.as_str()).is_some_and(|letters| {
                     letters.iter().any(|(origin, at)| {
-                        origin.as_ref().is_none_or(|o| *o == acked) && !before_the_rewind(*at)
+                        origin.as_ref().is_none_or(|o| *o == acked)
+                            && !before_the_rewind(*at)
+                            && !self.forwarded_before_a_move(&a.id, *at)
                     })
                 })
             })
@@ -494,10 +508,43 @@ impl Journal {
         both
     }
 
+    /// Whether the dead letter of `id` stored at broker event `at` was
+    /// made of a copy sent before the cursor last moved (a forward under
+    /// way when a seek or reset came): every copy redelivered before the
+    /// letter came before the move.
+    fn forwarded_before_a_move(&self, id: &MessageId, at: usize) -> bool {
+        let Some(broker) = &self.broker else {
+            return false;
+        };
+        broker.with_model(|m| {
+            let (mut moved, mut redelivered) = (None, None);
+            for (index, e) in m.events().iter().enumerate().take(at) {
+                match &e.kind {
+                    EventKind::CursorMoved { subscription, .. } if subscription == SUBSCRIPTION => {
+                        moved = Some(index);
+                    }
+                    EventKind::Delivered {
+                        subscription,
+                        id: entry,
+                        redelivery_count,
+                    } if subscription == SUBSCRIPTION
+                        && *redelivery_count > 0
+                        && (entry.ledger_id, entry.entry_id) == (id.ledger_id, id.entry_id) =>
+                    {
+                        redelivered = Some(index);
+                    }
+                    _ => {}
+                }
+            }
+            matches!((redelivered, moved), (Some(copy), Some(move_at)) if copy < move_at)
+        })
+    }
+
     /// A rewind the application asked for (a seek) returned: acks made
     /// while it went on may be undone by it too.
     pub(crate) fn rewound(&mut self) {
         self.note(|| "the seek returned".to_owned());
+        self.seeking = self.seeking.saturating_sub(1);
         self.next_epoch();
     }
 

@@ -45,11 +45,23 @@ const SETTLE_POLL: Duration = Duration::from_millis(100);
 /// let report = Simulation::new(6).run();
 /// assert!(report.passed(), "{report}");
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Simulation {
     seed: u64,
     faults: Option<Vec<Fault>>,
     trace: bool,
+    handler: Option<roles::Handler>,
+}
+
+impl fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simulation")
+            .field("seed", &self.seed)
+            .field("faults", &self.faults)
+            .field("trace", &self.trace)
+            .field("handler", &self.handler.is_some())
+            .finish()
+    }
 }
 
 /// What one seed did and found.
@@ -71,6 +83,10 @@ pub struct Report {
     /// The broker's events in order, one line each, when the run was
     /// traced ([`Simulation::traced`]); empty otherwise.
     pub trace: Vec<String>,
+    /// The id of every message the broker stored on the topic (a
+    /// partition's messages carry its index): what a handler run with
+    /// [`Simulation::with_handler`] must have seen, at least once each.
+    pub stored: Vec<crate::message_id::MessageId>,
 }
 
 impl Report {
@@ -136,12 +152,57 @@ impl Simulation {
             seed,
             faults: None,
             trace: false,
+            handler: None,
         }
     }
 
     /// Keeps the broker's events in the report (to see why a seed fails).
     pub fn traced(mut self) -> Self {
         self.trace = true;
+        self
+    }
+
+    /// Runs `handler` as the application, as [`Consumer::run`](crate::consumer::Consumer::run)
+    /// calls it: every consumer of the seed's workload takes its messages
+    /// with `run` and this handler (the seed still chooses the rest: the
+    /// subscription, batches, chunks, receipts, faults). The oracle checks
+    /// the outcome as for the simulation's own application: a message the
+    /// handler acked is not handed out again once the broker has the ack,
+    /// and every stored message ends acked or dead-lettered (a handler
+    /// that never acks a message fails the seed). What the handler did
+    /// with the messages is for the caller to check against
+    /// [`Report::stored`]: each was handed over at least once, some more
+    /// than once (after faults), never a fragment.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::collections::HashSet;
+    /// use std::sync::{Arc, Mutex};
+    /// use pulsar_wire::consumer::Outcome;
+    /// use pulsar_wire::testing::Simulation;
+    ///
+    /// let seen = Arc::new(Mutex::new(HashSet::new()));
+    /// let store = seen.clone();
+    /// let report = Simulation::new(7)
+    ///     .with_handler(move |msg| {
+    ///         let store = store.clone();
+    ///         async move {
+    ///             store.lock().unwrap().insert(msg.id());
+    ///             Outcome::Ack
+    ///         }
+    ///     })
+    ///     .run();
+    /// assert!(report.passed(), "{report}");
+    /// assert!(!report.stored.is_empty());
+    /// let seen = seen.lock().unwrap();
+    /// assert!(report.stored.iter().all(|id| seen.contains(id)));
+    /// ```
+    pub fn with_handler<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(crate::consumer::Message) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = crate::consumer::Outcome> + Send + 'static,
+    {
+        self.handler = Some(Arc::new(move |msg| Box::pin(handler(msg))));
         self
     }
 
@@ -198,7 +259,10 @@ impl Simulation {
 
     async fn run_here(&self) -> Report {
         let mut rng = Rng::new(self.seed);
-        let workload = Workload::choose(&mut rng);
+        let mut workload = Workload::choose(&mut rng);
+        if self.handler.is_some() {
+            workload.take_by_run();
+        }
         let faults = self
             .faults
             .clone()
@@ -211,12 +275,14 @@ impl Simulation {
             handed_out: 0,
             violations: Vec::new(),
             trace: Vec::new(),
+            stored: Vec::new(),
         };
         let fired = Arc::new(AtomicUsize::new(0));
         let run = self.drive(workload, faults, fired.clone());
         match tokio::time::timeout(RUN_BOUND, run).await {
             Ok((journal, trace)) => {
                 report.handed_out = journal.handed;
+                report.stored = journal.stored;
                 report.violations = journal.violations;
                 report.trace = trace;
             }
@@ -273,6 +339,7 @@ impl Simulation {
             topic: TOPIC.to_owned(),
             journal: Mutex::new(journal),
             consumers: Mutex::new(Vec::new()),
+            handler: self.handler.clone(),
         });
 
         for instance in 0..stage.workload.consumers {
@@ -359,7 +426,11 @@ impl Simulation {
         }
         stage.client.close().await;
         oracle::check(&stage, &topics);
+        let stored = stage
+            .broker
+            .with_model(|m| oracle::kept(m, &topics).into_iter().map(|k| k.id).collect());
         let mut journal = std::mem::take(&mut *stage.journal());
+        journal.stored = stored;
         // In the order things happened: a line of the application's comes
         // after the broker events recorded before it.
         let mut trace: Vec<(usize, Duration, String)> = journal

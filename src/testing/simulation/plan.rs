@@ -187,6 +187,15 @@ impl Workload {
         }
     }
 
+    /// The application takes its messages with `Consumer::run` (a
+    /// handler of its own).
+    pub(crate) fn take_by_run(&mut self) {
+        self.api = Api::Run;
+        if self.acks == AckStyle::Cumulative {
+            self.acks = AckStyle::Individual;
+        }
+    }
+
     /// One line naming every choice.
     pub(crate) fn describe(&self) -> String {
         format!(

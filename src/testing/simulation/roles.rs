@@ -36,7 +36,13 @@ pub(crate) struct Stage {
     pub(crate) journal: Mutex<Journal>,
     /// The live consumer instances (index = instance number).
     pub(crate) consumers: Mutex<Vec<Option<Consumer>>>,
+    /// The application's own handler, run in place of the simulation's.
+    pub(crate) handler: Option<Handler>,
 }
+
+/// An application's handler, as `Consumer::run` calls it.
+pub(crate) type Handler =
+    Arc<dyn Fn(Message) -> futures::future::BoxFuture<'static, Outcome> + Send + Sync>;
 
 /// What the application does with a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +249,19 @@ impl Stage {
                 let Some(name) = name else {
                     return Ok::<_, std::convert::Infallible>(Outcome::Ack);
                 };
+                if let Some(handler) = &stage.handler {
+                    let outcome = handler(msg).await;
+                    let mut journal = stage.journal();
+                    match outcome {
+                        Outcome::Ack => {
+                            journal.consumed.insert(name);
+                        }
+                        Outcome::Retry | Outcome::RetryLater(_) | Outcome::Leave => {
+                            journal.asked_again(&name);
+                        }
+                    }
+                    return Ok(outcome);
+                }
                 let slow = stage.workload.lease && stage.roll(&name, 3) % 5 == 0;
                 if let (true, Some(timeout)) = (slow, stage.workload.ack_timeout) {
                     tokio::time::sleep(timeout * 3 / 2).await;
