@@ -131,6 +131,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    start_watchdog();
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
 
@@ -236,6 +237,46 @@ fn main() {
     }
 }
 
+/// Wall time a seed may take; more is a run that spins without moving
+/// virtual time on (a livelock), which no virtual-time bound can catch.
+const WALL_BOUND: Duration = Duration::from_secs(300);
+
+/// The seeds running now, with when each started.
+static RUNNING: Mutex<Vec<(u64, Instant)>> = Mutex::new(Vec::new());
+
+/// Runs `sim` (of `seed`) while the watchdog looks on.
+fn watched(seed: u64, sim: &Simulation) -> Report {
+    let started = Instant::now();
+    RUNNING.lock().unwrap().push((seed, started));
+    let report = sim.run();
+    RUNNING.lock().unwrap().retain(|r| *r != (seed, started));
+    report
+}
+
+/// Ends the process with the seed's replay command if a seed runs past
+/// [`WALL_BOUND`]: its runtime cannot be stopped from outside.
+fn start_watchdog() {
+    std::thread::spawn(|| {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let stuck = RUNNING
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(_, started)| started.elapsed() > WALL_BOUND)
+                .map(|(seed, _)| *seed);
+            if let Some(seed) = stuck {
+                println!(
+                    "FAILED seed {seed}: still running after {WALL_BOUND:?} of wall time (it spins without moving virtual time on)"
+                );
+                println!("  replay: scripts/simulate --seed {seed}");
+                println!("simulation: stopped, 1 violation");
+                std::process::exit(1);
+            }
+        }
+    });
+}
+
 fn jobs(args: &Args) -> usize {
     args.jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
@@ -252,7 +293,7 @@ fn run_all(args: &Args, tally: &Arc<Tally>, sims: Vec<Simulation>) {
                     let Some(sim) = sims.lock().unwrap().pop() else {
                         return;
                     };
-                    tally.add(sim.run(), verbose);
+                    tally.add(watched(sim.seed(), &sim), verbose);
                 }
             })
         })
@@ -282,7 +323,7 @@ fn run_fresh(args: &Args, tally: &Arc<Tally>, from: u64, budget: Duration) {
                     if limit.is_some_and(|l| seed >= l) {
                         return;
                     }
-                    tally.add(Simulation::new(seed).run(), verbose);
+                    tally.add(watched(seed, &Simulation::new(seed)), verbose);
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             })

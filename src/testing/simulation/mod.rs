@@ -156,6 +156,11 @@ impl Simulation {
         }
     }
 
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Keeps the broker's events in the report (to see why a seed fails).
     pub fn traced(mut self) -> Self {
         self.trace = true;
