@@ -162,6 +162,9 @@ impl ConsumerBuilder {
     /// Failover). Then [`ConsumerError::Client`] if a
     /// topic's broker cannot be found or reached, [`ConsumerError::Request`]
     /// if the broker refused the SUBSCRIBE (e.g. a second Exclusive consumer).
+    /// A failure that may pass (a lost connection, a broker not ready) is
+    /// tried again with backoff until the client's operation timeout; a
+    /// busy or unauthorized refusal fails at once.
     pub async fn subscribe(self) -> Result<Consumer, ConsumerError> {
         let mut topics = self.validate()?;
         let discovery = self.discovery()?;

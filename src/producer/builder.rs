@@ -263,7 +263,10 @@ impl ProducerBuilder {
     /// [`ProducerError::ChunkingWithBatching`] for chunking with an
     /// explicit `batching(true)`,
     /// [`ProducerError::Client`] if the topic name is invalid or lookup
-    /// fails, [`ProducerError::Create`] if a broker refuses PRODUCER.
+    /// fails, [`ProducerError::Create`] if a broker refuses PRODUCER. A
+    /// failure that may pass (a lost connection, a broker not ready) is
+    /// tried again with backoff until the client's operation timeout; a
+    /// busy, unauthorized or over-quota refusal fails at once.
     pub async fn create(self) -> Result<Producer, ProducerError> {
         self.validate()?;
         let topic_err = |source| ProducerError::Client {
