@@ -157,23 +157,12 @@ impl Drop for Unclaimed {
 /// pass (a cut connection, a broker not ready) is tried again until the
 /// operation timeout.
 pub(crate) async fn create(recipe: &Recipe) -> Result<Created, ProducerError> {
-    let attempt = || async {
-        let conn = recipe
-            .client
-            .lookup(&recipe.topic)
-            .await
-            .map_err(|source| ProducerError::Client {
-                topic: recipe.topic.as_str().to_owned(),
-                source,
-            })?;
-        create_on(recipe, conn).await
-    };
     recipe
         .client
         .retry_passing(
             &recipe.topic,
             "PRODUCER",
-            attempt,
+            || recreate(recipe, None),
             ProducerError::is_passing_at_creation,
         )
         .await
