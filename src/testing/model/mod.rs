@@ -574,6 +574,7 @@ impl Model {
         };
         let mut acked = Vec::new();
         let mut members_acked = Vec::new();
+        let mut key_shared = false;
         if let Some(t) = self.topics.get_mut(&topic) {
             // A batch index ack names the members left unacked in its
             // `ack_set`; the entry is acked once none is left.
@@ -588,6 +589,7 @@ impl Model {
                 .collect();
             let ids: Vec<MessageId> = (0..t.entries.len() as u64).map(|e| t.id(e)).collect();
             if let Some(s) = t.subscriptions.get_mut(&sub) {
+                key_shared = s.kind == SubType::KeyShared;
                 for (entry, members, ack_set) in ledger_entries {
                     let partial = ack_set.iter().any(|w| *w != 0);
                     if a.ack_type() == AckType::Cumulative {
@@ -617,6 +619,9 @@ impl Model {
                 }
             }
         }
+        // On Key_Shared an entry acked may free a key held for its new
+        // consumer.
+        let frees_keys = key_shared && !acked.is_empty();
         for id in acked {
             self.event(
                 now,
@@ -641,8 +646,9 @@ impl Model {
         if let Some(request_id) = a.request_id {
             self.reply(conn, replies::ack_response(a.consumer_id, request_id));
         }
-        // On Key_Shared an ack may free a key held for its new consumer.
-        self.dispatch_topic(now, &topic);
+        if frees_keys {
+            self.dispatch_topic(now, &topic);
+        }
     }
 
     fn on_redeliver(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
