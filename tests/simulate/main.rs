@@ -241,31 +241,36 @@ fn main() {
 /// virtual time on (a livelock), which no virtual-time bound can catch.
 const WALL_BOUND: Duration = Duration::from_secs(300);
 
-/// The seeds running now, with when each started.
+/// The seeds running now, with when each started; `CHANGED` tells the
+/// watchdog when one starts or ends.
 static RUNNING: Mutex<Vec<(u64, Instant)>> = Mutex::new(Vec::new());
+static CHANGED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// Runs `sim` (of `seed`) while the watchdog looks on.
 fn watched(seed: u64, sim: &Simulation) -> Report {
     let started = Instant::now();
     RUNNING.lock().unwrap().push((seed, started));
+    CHANGED.notify_all();
     let report = sim.run();
     RUNNING.lock().unwrap().retain(|r| *r != (seed, started));
+    CHANGED.notify_all();
     report
 }
 
 /// Ends the process with the seed's replay command if a seed runs past
-/// [`WALL_BOUND`]: its runtime cannot be stopped from outside.
+/// [`WALL_BOUND`]: its runtime cannot be stopped from outside. It waits
+/// for the oldest running seed's deadline, or for a seed to start or end.
 fn start_watchdog() {
     std::thread::spawn(|| {
+        let mut running = RUNNING.lock().unwrap();
         loop {
-            std::thread::sleep(Duration::from_secs(1));
-            let stuck = RUNNING
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|(_, started)| started.elapsed() > WALL_BOUND)
-                .map(|(seed, _)| *seed);
-            if let Some(seed) = stuck {
+            let oldest = running.iter().min_by_key(|(_, started)| *started).copied();
+            let Some((seed, started)) = oldest else {
+                running = CHANGED.wait(running).unwrap();
+                continue;
+            };
+            let left = WALL_BOUND.saturating_sub(started.elapsed());
+            if left.is_zero() {
                 println!(
                     "FAILED seed {seed}: still running after {WALL_BOUND:?} of wall time (it spins without moving virtual time on)"
                 );
@@ -273,6 +278,7 @@ fn start_watchdog() {
                 println!("simulation: stopped, 1 violation");
                 std::process::exit(1);
             }
+            running = CHANGED.wait_timeout(running, left).unwrap().0;
         }
     });
 }
