@@ -158,6 +158,10 @@ impl Position {
     /// `Message::position`), of a batch of `batch_size`, if batched.
     pub(crate) fn handed_out(&mut self, id: MessageId, batch_size: Option<u32>) {
         self.last = Some((id, batch_size));
+        // Read from the resume point on: a later reconnect starts after it.
+        if self.resume.is_some_and(|r| order(id) >= order(r)) {
+            self.resume = None;
+        }
     }
 
     /// The id to subscribe at: the boundary (or before it, to assemble a
@@ -224,8 +228,9 @@ impl Position {
     /// still queued (dropped with the queue), `first_queued` (its id and
     /// position), or else right after the last message handed out; and
     /// the broker is asked to start at `first_chunk`, the first chunk of
-    /// the oldest chunked message being assembled (dropped too), if that
-    /// comes before.
+    /// the oldest chunked message being assembled (dropped too), or at the
+    /// resume point of the reconnect before if nothing has been read from
+    /// it yet, whichever comes first.
     pub(crate) fn on_reconnect(
         &mut self,
         first_queued: Option<(MessageId, MessageId)>,
@@ -256,7 +261,9 @@ impl Position {
         // queued message's id (a chunked one's first chunk), the first
         // chunk being assembled. Nothing before that is lost: what came
         // before it was handed out or is queued.
-        self.resume = [first_queued.map(|(id, _)| id), first_chunk]
+        // A resume point not reached yet (lost again before the broker
+        // sent it) stays one.
+        self.resume = [first_queued.map(|(id, _)| id), first_chunk, self.resume]
             .into_iter()
             .flatten()
             .chain(self.start.map(|s| s.id))
@@ -407,6 +414,26 @@ mod tests {
             !from.admits_at(at(1), at(3)),
             "a start after a chunked message's id is after the message"
         );
+    }
+
+    #[test]
+    fn a_second_reconnect_before_anything_came_again_keeps_the_first_ones_start() {
+        // A reader held an assembled chunked message (chunks at 1 and 3)
+        // and had read 2; the connection is lost twice before the broker
+        // sends anything again: the second subscribe must still start at
+        // the message's first chunk, or its first chunk never comes back.
+        let at = |e| MessageId::new(1, e);
+        let mut p = Position::new(Some(MessageId::EARLIEST), false, true);
+        p.handed_out(at(2), None);
+        p.on_reconnect(Some((at(1), at(3))), None, false);
+        assert_eq!(p.start_id(), Some(at(1)));
+        p.on_reconnect(None, None, false);
+        assert_eq!(p.start_id(), Some(at(1)), "the first chunk still");
+        assert!(p.admits_at(at(1), at(3)), "the message comes again");
+        assert!(!p.admits(at(2)), "what was read does not");
+        p.handed_out(at(3), None);
+        p.on_reconnect(None, None, false);
+        assert_eq!(p.start_id(), Some(at(3)), "once read, after it");
     }
 
     #[test]
