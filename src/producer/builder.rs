@@ -74,11 +74,15 @@ impl Client {
             hashing: HashingScheme::default(),
             batching_set: false,
             chunking: false,
+            chunk_size: None,
             partitions_every: Some(DEFAULT_PARTITIONS_CHECK),
             interceptors: Vec::new(),
         }
     }
 }
+
+/// Smallest [`ProducerBuilder::chunk_size`]: room for a chunk's metadata and some payload.
+const MIN_CHUNK_SIZE: usize = 1024;
 
 /// Configures and creates a [`Producer`]; see [`Client::producer`].
 ///
@@ -123,6 +127,8 @@ pub struct ProducerBuilder {
     /// Whether `batching` was called (chunking turns the default off).
     batching_set: bool,
     chunking: bool,
+    /// Largest chunk, below the broker's `max_message_size` (`None`: that size).
+    chunk_size: Option<usize>,
     /// How often a partitioned topic is checked for new partitions (`None`: never).
     partitions_every: Option<Duration>,
     interceptors: Vec<Arc<dyn ProducerInterceptor>>,
@@ -170,6 +176,29 @@ impl ProducerBuilder {
     /// ```
     pub fn chunking(mut self, enabled: bool) -> Self {
         self.chunking = enabled;
+        self
+    }
+
+    /// With [`chunking`](Self::chunking) on, cuts messages into chunks of at
+    /// most `bytes` (metadata included) instead of the broker's
+    /// `max_message_size`, as the Java client's `chunkMaxMessageSize`: a
+    /// message over `bytes` is chunked. A size above the broker's limit
+    /// counts as that limit.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
+    /// let producer = client
+    ///     .producer("scans")
+    ///     .chunking(true)
+    ///     .chunk_size(256 * 1024)
+    ///     .create()
+    ///     .await?;
+    /// producer.send(vec![0u8; 1 << 20]).await?.await?; // four or five chunks
+    /// # Ok(()) }
+    /// ```
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = Some(bytes);
         self
     }
 
@@ -288,6 +317,7 @@ impl ProducerBuilder {
         let settings = Settings {
             batch,
             chunking: self.chunking,
+            chunk_size: self.chunk_size,
             send_timeout: self.send_timeout,
             max_pending_messages: self.max_pending_messages,
             when_full: self.when_full,
@@ -353,6 +383,12 @@ impl ProducerBuilder {
         let invalid = |option, reason| Err(ProducerError::InvalidOption { option, reason });
         if self.chunking && self.batching_set && self.batch.enabled {
             return Err(ProducerError::ChunkingWithBatching);
+        }
+        if self.chunk_size.is_some() && !self.chunking {
+            return invalid("chunk_size", "needs chunking(true)");
+        }
+        if self.chunk_size.is_some_and(|n| n < MIN_CHUNK_SIZE) {
+            return invalid("chunk_size", "must be at least 1024 bytes");
         }
         if self.batch.max_messages == 0 {
             return invalid("batching_max_messages", "must be at least 1");

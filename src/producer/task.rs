@@ -58,6 +58,8 @@ pub(crate) struct Settings {
     pub(crate) batch: BatchConfig,
     /// Split entries over the broker's max message size into chunks.
     pub(crate) chunking: bool,
+    /// Largest chunk, if below the broker's `max_message_size`.
+    pub(crate) chunk_size: Option<usize>,
     pub(crate) send_timeout: Duration,
     pub(crate) max_pending_messages: usize,
     pub(crate) when_full: WhenFull,

@@ -146,10 +146,11 @@ impl Driver {
                 }
             };
             let (size, max) = (entry.payload.len(), self.p.conn.max_message_size());
-            let pieces = if size <= max {
+            let chunk = self.settings.chunk_size.map_or(max, |c| c.min(max));
+            let pieces = if size <= chunk {
                 vec![(entry.metadata, entry.payload)]
             } else if self.settings.chunking && !entry.batched {
-                match chunker::split(entry.metadata, entry.payload, max) {
+                match chunker::split(entry.metadata, entry.payload, chunk) {
                     Ok(chunks) => chunks,
                     Err(_) => {
                         self.fail(entry.tokens, &ProducerError::MessageTooLarge { size, max });

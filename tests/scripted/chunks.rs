@@ -297,6 +297,34 @@ fn receipt_at(producer: u64, sequence: u64, entry: u64) -> BaseCommand {
     }
 }
 
+/// Answers the chunks of one message (sequence 0) as they come, checking
+/// each fits `limit` with its metadata; returns the joined payload and the
+/// number of chunks.
+async fn chunks_of_one_message(broker: &mut FakeBroker, limit: usize, size: u64) -> (Vec<u8>, u64) {
+    let (mut joined, mut chunks) = (Vec::new(), 0u64);
+    loop {
+        let frame = broker.expect(Type::Send).await;
+        assert!(wire::encoded_len(&frame) <= limit + wire::FRAME_OVERHEAD_ALLOWANCE);
+        let (producer_id, sequence) = send_of(&frame);
+        assert_eq!(sequence, 0, "every chunk has the message's sequence id");
+        let p = frame.payload.expect("payload");
+        let meta = &p.metadata;
+        assert!(
+            meta.encoded_len() + p.data.len() <= limit,
+            "chunk {chunks} over the limit"
+        );
+        assert_eq!(meta.uuid.as_deref(), Some("p-1-0"));
+        assert_eq!(meta.total_chunk_msg_size, Some(size as i32));
+        assert_eq!(meta.chunk_id, Some(chunks as i32));
+        joined.extend_from_slice(&p.data);
+        broker.send(receipt_at(producer_id, 0, 10 + chunks)).await;
+        chunks += 1;
+        if meta.num_chunks_from_msg == Some(chunks as i32) {
+            return (joined, chunks);
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first() {
     let net = FakeNetwork::new();
@@ -306,28 +334,7 @@ async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first()
             producer_built(&net, Some(1000), -1, 64 << 20, chunking).await;
         let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
         let receipt = producer.send(payload.clone()).await.expect("queued");
-        let (mut joined, mut chunks) = (Vec::new(), 0u64);
-        loop {
-            let frame = broker.expect(Type::Send).await;
-            assert!(wire::encoded_len(&frame) <= 1000 + wire::FRAME_OVERHEAD_ALLOWANCE);
-            let (producer_id, sequence) = send_of(&frame);
-            assert_eq!(sequence, 0, "every chunk has the message's sequence id");
-            let p = frame.payload.expect("payload");
-            let meta = &p.metadata;
-            assert!(
-                meta.encoded_len() + p.data.len() <= 1000,
-                "chunk {chunks} over the limit"
-            );
-            assert_eq!(meta.uuid.as_deref(), Some("p-1-0"));
-            assert_eq!(meta.total_chunk_msg_size, Some(2500));
-            assert_eq!(meta.chunk_id, Some(chunks as i32));
-            joined.extend_from_slice(&p.data);
-            broker.send(receipt_at(producer_id, 0, 10 + chunks)).await;
-            chunks += 1;
-            if meta.num_chunks_from_msg == Some(chunks as i32) {
-                break;
-            }
-        }
+        let (joined, chunks) = chunks_of_one_message(&mut broker, 1000, 2500).await;
         assert!(chunks >= 3, "{chunks} chunks");
         assert_eq!(joined, payload);
         assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
@@ -336,7 +343,32 @@ async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first()
 }
 
 #[tokio::test(start_paused = true)]
-async fn chunking_with_batching_turned_on_is_refused_before_any_io() {
+async fn a_chunk_size_below_the_brokers_limit_cuts_messages_over_it() {
+    let net = FakeNetwork::new();
+    guard("chunked send, own chunk size", async {
+        let chunking = |b: ProducerBuilder| b.chunking(true).chunk_size(1500);
+        let (producer, mut broker, _svc) =
+            producer_built(&net, Some(5 << 20), -1, 64 << 20, chunking).await;
+        let payload: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let receipt = producer.send(payload.clone()).await.expect("queued");
+        let (joined, chunks) = chunks_of_one_message(&mut broker, 1500, 5000).await;
+        assert!(chunks >= 4, "{chunks} chunks");
+        assert_eq!(joined, payload);
+        assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
+        // A message under the chunk size goes whole.
+        let small = producer.send(vec![1u8; 1000]).await.expect("queued");
+        let frame = broker.expect(Type::Send).await;
+        let (producer_id, sequence) = send_of(&frame);
+        let meta = &frame.payload.expect("payload").metadata;
+        assert_eq!(meta.num_chunks_from_msg, None, "not chunked");
+        broker.send(receipt_at(producer_id, sequence, 20)).await;
+        assert_eq!(small.await.expect("stored"), MessageId::new(1, 20));
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunking_with_batching_or_a_bad_chunk_size_is_refused_before_any_io() {
     let net = FakeNetwork::new();
     guard("chunking and batching", async {
         let mut svc = net.listen(SERVICE);
@@ -364,6 +396,25 @@ async fn chunking_with_batching_turned_on_is_refused_before_any_io() {
             matches!(refused, Err(ProducerError::ChunkingWithBatching)),
             "{refused:?}"
         );
+        for (builder, what) in [
+            (client.producer("t").chunk_size(4096), "without chunking"),
+            (
+                client.producer("t").chunking(true).chunk_size(100),
+                "too small",
+            ),
+        ] {
+            let refused = builder.create().await;
+            assert!(
+                matches!(
+                    refused,
+                    Err(ProducerError::InvalidOption {
+                        option: "chunk_size",
+                        ..
+                    })
+                ),
+                "{what}: {refused:?}"
+            );
+        }
     })
     .await;
 }
