@@ -194,7 +194,7 @@ impl ProducerBuilder {
     ///     .chunk_size(256 * 1024)
     ///     .create()
     ///     .await?;
-    /// producer.send(vec![0u8; 1 << 20]).await?.await?; // four or five chunks
+    /// producer.send(vec![0u8; 1 << 20]).await?.await?; // five chunks, with their metadata
     /// # Ok(()) }
     /// ```
     pub fn chunk_size(mut self, bytes: usize) -> Self {
@@ -288,7 +288,8 @@ impl ProducerBuilder {
     /// a partitioned topic) on the brokers that own the topic.
     ///
     /// # Errors
-    /// [`ProducerError::InvalidOption`] for a zero bound or duration,
+    /// [`ProducerError::InvalidOption`] for a zero bound or duration, or a
+    /// `chunk_size` without chunking or under 1 KiB,
     /// [`ProducerError::ChunkingWithBatching`] for chunking with an
     /// explicit `batching(true)`,
     /// [`ProducerError::Client`] if the topic name is invalid or lookup
