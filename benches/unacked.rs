@@ -6,7 +6,7 @@
 //! tracker's own capacity-based `allocated_bytes()`. A `HashMap` keyed by
 //! id runs beside it as a reference point.
 //!
-//! Run: `cargo bench --manifest-path bench/Cargo.toml --bench unacked`.
+//! Run: `cargo bench --bench unacked`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;

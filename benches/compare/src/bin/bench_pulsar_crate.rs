@@ -1,5 +1,5 @@
 //! The `pulsar` crate 6.9.1 as a benchmark peer for `scripts/bench`: the
-//! same workloads and the same one-line JSON result as `bench/cpp-peer`.
+//! same workloads and the same one-line JSON result as `benches/compare/cpp-peer`.
 //!
 //! ```text
 //! bench_pulsar_crate produce URL TOPIC COUNT SIZE BATCH(0|1) SYNC(0|1)
