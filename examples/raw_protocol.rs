@@ -38,7 +38,9 @@ async fn next(frames: &mut Framed<TcpStream, PulsarCodec>, want: Type) -> Result
 #[tokio::main]
 #[allow(clippy::disallowed_methods)] // a demo measuring wall time for display
 async fn main() -> Result<()> {
-    let broker = common::broker::TestBroker::start().await;
+    let broker = common::broker::TestBroker::start()
+        .await
+        .ok_or("pulsar-lite is not installed: run scripts/setup first")?;
     println!("embedded pulsar-lite listening at {}", broker.service_url());
 
     let socket = TcpStream::connect(broker.addr()).await?;

@@ -50,7 +50,9 @@ async fn wait_for_exclusive_gets_the_topic_when_the_exclusive_producer_closes() 
     if skip_unless(BrokerKind::Apache, NO_ACCESS_MODES) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("wait for exclusive", async {
         let client = client(&broker, None).await;
         let short = self::client(&broker, Some(SHORT)).await;
@@ -86,7 +88,9 @@ async fn a_dropped_waiting_create_leaves_no_waiter_on_the_broker() {
     if skip_unless(BrokerKind::Apache, NO_ACCESS_MODES) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("dropped waiter", async {
         let client = client(&broker, None).await;
         let short = self::client(&broker, Some(SHORT)).await;
@@ -115,7 +119,9 @@ async fn exclusive_with_fencing_takes_the_topic_from_the_exclusive_producer() {
     if skip_unless(BrokerKind::Apache, NO_ACCESS_MODES) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("fencing", async {
         let client = client(&broker, None).await;
         let topic = unique_topic("fencing");

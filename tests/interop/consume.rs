@@ -34,7 +34,9 @@ fn python() -> std::path::PathBuf {
 #[tokio::test]
 async fn batches_of_every_codec_from_the_official_client_arrive_intact() {
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let topic = unique_topic("interop-consume");
     guard("interop consume", async {
         let client = client(&broker).await;

@@ -53,7 +53,9 @@ async fn python(args: &[&str]) -> Vec<Value> {
 #[tokio::test]
 async fn the_official_client_reads_the_dead_letter_copies() {
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("dead letters read by the official client", async {
         let client = crate::common::broker::client(&broker).await;
         let topic = unique_topic("interop-dlq");

@@ -103,7 +103,9 @@ const COUNT: i64 = 5;
 #[tokio::test]
 async fn the_official_client_produces_records_and_strings_we_read_as_equal_values() {
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("python produces schemas", async {
         let [json_topic, avro_topic, text_topic] =
             ["py-json", "py-avro", "py-text"].map(unique_topic);
@@ -135,7 +137,9 @@ async fn the_official_client_produces_records_and_strings_we_read_as_equal_value
 #[tokio::test]
 async fn we_produce_records_and_strings_the_official_client_reads_as_equal_values() {
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("python consumes schemas", async {
         let client = client(&broker).await;
         let [json_topic, avro_topic, text_topic] =
@@ -238,7 +242,9 @@ async fn avro_versions_resolve_across_the_two_clients_and_an_incompatible_one_is
         return;
     }
     init_tracing();
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("avro evolution across clients", async {
         let client = client(&broker).await;
 

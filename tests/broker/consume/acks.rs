@@ -4,7 +4,9 @@ use super::*;
 
 #[tokio::test]
 async fn shared_spreads_and_acked_messages_do_not_come_back() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("shared", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-shared");
@@ -56,7 +58,9 @@ async fn shared_spreads_and_acked_messages_do_not_come_back() {
 
 #[tokio::test]
 async fn acking_one_batch_member_keeps_its_siblings() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("batch member ack", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-batch");
@@ -104,7 +108,9 @@ async fn acking_one_batch_member_keeps_its_siblings() {
 
 #[tokio::test]
 async fn cumulative_ack_covers_everything_up_to_the_message() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("cumulative", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-cumulative");
@@ -144,7 +150,9 @@ async fn cumulative_ack_covers_everything_up_to_the_message() {
 
 #[tokio::test]
 async fn cumulative_ack_on_shared_is_caller_misuse() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("cumulative on shared", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-misuse");
@@ -170,7 +178,9 @@ async fn cumulative_ack_on_shared_is_caller_misuse() {
 
 #[tokio::test]
 async fn bad_settings_are_typed_errors_before_any_io() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("settings", async {
         let client = client(&broker).await;
         let err = client
@@ -202,7 +212,9 @@ async fn bad_settings_are_typed_errors_before_any_io() {
 
 #[tokio::test]
 async fn unsubscribe_deletes_the_subscription_and_last_message_id_names_the_tail() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("unsubscribe", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-unsubscribe");
@@ -237,7 +249,9 @@ async fn unsubscribe_deletes_the_subscription_and_last_message_id_names_the_tail
 /// runs dry while messages remain.
 #[tokio::test]
 async fn a_backlog_many_times_the_queue_is_consumed_to_the_end() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("backlog", async {
         let client = client(&broker).await;
         let topic = unique_topic("backlog");
@@ -283,7 +297,9 @@ async fn a_batch_redelivered_with_an_ack_set_is_done_once_the_rest_is_acked() {
     ) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("redelivery with an ack_set", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-ack-set");
@@ -344,7 +360,9 @@ async fn acks_with_receipts_after_a_topic_unload_are_not_lost() {
     ) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("acks after an unload", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-unload");
@@ -389,7 +407,9 @@ async fn a_chunked_message_acked_after_its_topic_was_unloaded_leaves_no_chunk_be
     if skip_unless(BrokerKind::Apache, "pulsar-lite cannot unload a topic") {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("chunked ack across an unload", async {
         let client = client(&broker).await;
         let topic = unique_topic("chunked-unload");

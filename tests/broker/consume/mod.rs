@@ -142,8 +142,9 @@ impl RawProducer {
     }
 }
 
-/// A broker on which `topic` has `partitions` partitions.
-pub(super) async fn partitioned(topic: &str, partitions: u32) -> TestBroker {
+/// A broker on which `topic` has `partitions` partitions; `None` when the
+/// test is skipped for want of one (see [`TestBroker::start`]).
+pub(super) async fn partitioned(topic: &str, partitions: u32) -> Option<TestBroker> {
     TestBroker::start_with(BrokerOptions {
         partitioned_topics: vec![(topic.to_owned(), partitions)],
         ..BrokerOptions::default()

@@ -31,7 +31,9 @@ async fn key_shared_a_nacked_message_comes_back_with_its_count_raised() {
     if skip_on(BrokerKind::Lite, KEY_SHARED_STALLS) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("key_shared nack", async {
         let client = client(&broker).await;
         let topic = unique_topic("ks-nack");
@@ -60,7 +62,9 @@ async fn key_shared_an_unacked_message_comes_back_after_the_ack_timeout() {
     if skip_on(BrokerKind::Lite, KEY_SHARED_STALLS) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("key_shared ack timeout", async {
         let client = client(&broker).await;
         let topic = unique_topic("ks-timeout");
@@ -85,7 +89,9 @@ async fn failover_a_nack_rewinds_in_order_with_counts_at_zero() {
     ) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("failover rewind", async {
         let client = client(&broker).await;
         let topic = unique_topic("failover-rewind");

@@ -9,7 +9,9 @@ const LITE_IGNORES_REWINDS: &str = "pulsar-lite ignores REDELIVER_UNACKNOWLEDGED
      Exclusive and Failover (the nacked message never comes back before a reconnect)";
 
 async fn poison_among_ten(kind: SubscriptionType) {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("poison among ten", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-poison");
@@ -73,7 +75,9 @@ async fn a_message_nacked_on_exclusive_comes_back_to_batch_receives() {
     if skip_on(BrokerKind::Lite, LITE_IGNORES_REWINDS) {
         return;
     }
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     guard("nack under batch receives", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-batch-nack");

@@ -20,12 +20,15 @@ async fn a_black_holed_connection_is_declared_dead_by_keepalive_and_the_handles_
     ) {
         return;
     }
-    let broker = TestBroker::start_with(BrokerOptions {
+    let Some(broker) = TestBroker::start_with(BrokerOptions {
         keep_alive_secs: 1,
         liveness_timeout_secs: 1,
         ..BrokerOptions::default()
     })
-    .await;
+    .await
+    else {
+        return;
+    };
     let proxy = FaultProxy::start(broker.addr()).await;
     let topic = unique_topic("black-hole");
     // Request and send timeouts far beyond the hang guard: within it, only
@@ -90,7 +93,9 @@ async fn a_black_holed_connection_is_declared_dead_by_keepalive_and_the_handles_
 
 #[tokio::test]
 async fn reconnects_get_past_a_reset_a_mid_frame_close_and_a_trickling_link() {
-    let broker = TestBroker::start().await;
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
     let proxy = FaultProxy::start(broker.addr()).await;
     let topic = unique_topic("faults");
     let client = proxied(&broker, &proxy, Duration::from_secs(30)).await;
