@@ -562,7 +562,9 @@ impl Consumer {
                 subscription: self.subscription_type,
             });
         }
-        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        // Up to where the message ends: a chunked message is delivered at
+        // its last chunk, after the messages stored between its chunks.
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.position(), msg.0.batch_size);
         self.ask(|reply| task::Command::Ack {
             topic,
             id,

@@ -163,6 +163,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 seen.entries.insert(entry);
                 let incoming = Incoming {
                     id,
+                    position: id,
                     redelivery_count,
                     consumer_epoch,
                     batch_size,

@@ -10,6 +10,7 @@ use prost::Message as _;
 use pulsar_wire::consumer::{ConsumerBuilder, SubscriptionType};
 use pulsar_wire::producer::{ProducerBuilder, ProducerError};
 use pulsar_wire::proto::base_command::Type;
+use pulsar_wire::proto::command_ack::AckType;
 use pulsar_wire::proto::{self, BaseCommand};
 use pulsar_wire::wire::{self, Frame};
 use pulsar_wire::{Client, MessageId};
@@ -107,6 +108,68 @@ async fn interleaved_chunks_of_two_messages_arrive_whole_and_ack_every_chunk() {
         consumer.ack(&x).await.expect("ack");
         consumer.ack(&y).await.expect("ack");
         assert_eq!(acked(&mut broker, 5).await, [1, 3, 2, 4, 5]);
+    })
+    .await;
+}
+
+fn exclusive(b: ConsumerBuilder) -> ConsumerBuilder {
+    b.subscription_type(SubscriptionType::Exclusive)
+}
+
+/// A message of one entry, `body`, at entry `at`.
+fn plain(consumer: u64, at: u64, body: &'static str) -> Frame {
+    entry(
+        consumer,
+        at,
+        meta(None, 0, None),
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+// A chunked message is delivered where its last chunk is, as the Java
+// client delivers it: a cumulative ack of a message stored between its
+// first and last chunk does not cover it.
+#[tokio::test(start_paused = true)]
+async fn a_cumulative_ack_of_a_message_between_the_chunks_leaves_the_chunked_message() {
+    let net = FakeNetwork::new();
+    guard("cumulative ack between chunks", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, exclusive).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 2)).await;
+        broker.send_frame(plain(id, 2, "m")).await;
+        let m = consumer.receive().await.expect("m");
+        assert_eq!(m.id(), MessageId::new(1, 2));
+        consumer.ack_cumulative(&m).await.expect("ack m");
+        broker.send_frame(chunk(id, 3, "x", 1, 2)).await;
+        let x = consumer.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
+        consumer.ack_cumulative(&x).await.expect("ack x");
+        // Up to m, then up to x's last chunk (FLOWs come in between).
+        let mut upto = Vec::new();
+        while upto.len() < 2 {
+            let frame = broker.recv().await.expect("the client's frames");
+            if let Some(ack) = frame.command.ack {
+                assert_eq!(ack.ack_type(), AckType::Cumulative);
+                upto.extend(ack.message_id.iter().map(|i| i.entry_id));
+            }
+        }
+        assert_eq!(upto, [2, 3]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cumulative_ack_of_a_message_between_the_chunks_leaves_the_queued_chunked_message() {
+    let net = FakeNetwork::new();
+    guard("cumulative ack before a queued chunked message", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, exclusive).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 2)).await;
+        broker.send_frame(plain(id, 2, "m")).await;
+        broker.send_frame(chunk(id, 3, "x", 1, 2)).await;
+        let m = consumer.receive().await.expect("m");
+        assert_eq!(m.id(), MessageId::new(1, 2));
+        consumer.ack_cumulative(&m).await.expect("ack m");
+        let x = consumer.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
     })
     .await;
 }

@@ -18,6 +18,10 @@ use crate::message_id::MessageId;
 pub(crate) struct Incoming<M> {
     /// Its id; a batch member's id carries its `batch_index`.
     pub id: MessageId,
+    /// Where it ends in the topic: its id, or a chunked message's last
+    /// chunk. It is delivered there, so a cumulative ack covers it only
+    /// from there on (as in the Java client).
+    pub position: MessageId,
     /// How often the broker delivered it before (Shared and Key_Shared
     /// only; 0 on Exclusive and Failover).
     pub redelivery_count: u32,

@@ -126,6 +126,7 @@ mod tests {
         core.on_subscribed(now);
         let incoming = Incoming {
             id,
+            position: id,
             redelivery_count: 0,
             consumer_epoch: None,
             batch_size: None,

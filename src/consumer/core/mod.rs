@@ -229,7 +229,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             self.skip_arrival();
             return Ok(());
         }
-        if self.settled.contains(id) {
+        if self.settled.covers(id, incoming.position) {
             // Acked by the application, yet the broker sends it again: its
             // ACK may have been lost with a connection. Acked again (an ack
             // is idempotent), so it does not stay in the subscription.
@@ -297,7 +297,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             self.flow(flow);
             // Acked by the application since it was queued (a copy that
             // came before its ack after a reconnect): not handed out again.
-            if self.settled.contains(incoming.id) || self.batches.is_acked(incoming.id) {
+            if self.settled.covers(incoming.id, incoming.position)
+                || self.batches.is_acked(incoming.id)
+            {
                 if incoming.id.is_batch_member() {
                     self.batches.leave(incoming.id);
                 }

@@ -125,6 +125,7 @@ impl Model {
         let size = self.sizes[id.entry_id as usize];
         Incoming {
             id,
+            position: id,
             redelivery_count: self.counts[id.entry_id as usize],
             consumer_epoch: Some(self.epoch),
             batch_size: (size > 0).then_some(size),

@@ -319,6 +319,7 @@ mod tests {
     fn sized(entry: u64, bytes: usize) -> Incoming<Payload> {
         Incoming {
             id: MessageId::new(1, entry),
+            position: MessageId::new(1, entry),
             redelivery_count: 0,
             consumer_epoch: None,
             batch_size: None,

@@ -90,19 +90,29 @@ impl Settled {
         }
     }
 
-    /// Everything up to and including `upto` is acked.
+    /// Everything up to and including `upto` is acked (for a chunked
+    /// message, `upto` is its last chunk).
     pub(crate) fn cumulative(&mut self, upto: MessageId) {
         if self.floor.is_none_or(|floor| floor < upto) {
             self.floor = Some(upto);
         }
     }
 
-    /// Whether `id` is known to be acked.
-    pub(crate) fn contains(&self, id: MessageId) -> bool {
-        self.floor.is_some_and(|floor| id <= floor)
+    /// Whether the message `id`, which ends at `position` (its last chunk,
+    /// if chunked), is known to be acked: the cumulative floor covers it
+    /// only from its position on, since it is delivered there.
+    pub(crate) fn covers(&self, id: MessageId, position: MessageId) -> bool {
+        self.floor.is_some_and(|floor| position <= floor)
             || (!self.ids.is_empty()
                 && (self.ids.contains(&id)
                     || (id.is_batch_member() && self.ids.contains(&id.entry()))))
+    }
+
+    /// Whether `id`, a message of one entry (or a member of one), is known
+    /// to be acked.
+    #[cfg(test)]
+    pub(crate) fn contains(&self, id: MessageId) -> bool {
+        self.covers(id, id)
     }
 
     /// How many individual ids are remembered.

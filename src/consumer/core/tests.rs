@@ -32,6 +32,7 @@ pub(super) fn member(entry: u64, index: i32) -> MessageId {
 pub(super) fn msg(id: MessageId, redelivery_count: u32) -> Incoming<u64> {
     Incoming {
         id,
+        position: id,
         redelivery_count,
         consumer_epoch: None,
         batch_size: None,
@@ -576,6 +577,7 @@ fn held_past_nothing_and_acked_in_time_leaves_no_deadline() -> Result<(), Box<dy
     let id = MessageId::new(7, 0);
     let incoming = Incoming {
         id,
+        position: id,
         redelivery_count: 0,
         consumer_epoch: None,
         batch_size: None,
@@ -612,6 +614,7 @@ fn skipped_members_count_as_acked_for_the_entry_ack() -> Result<(), Box<dyn std:
     let id = entry.with_batch_index(1);
     let incoming = Incoming {
         id,
+        position: id,
         redelivery_count: 1,
         consumer_epoch: None,
         batch_size: Some(3),

@@ -165,6 +165,7 @@ impl Driver {
                         for message in unpacked.messages {
                             let incoming = Incoming {
                                 id: message.0.id,
+                                position: message.position(),
                                 redelivery_count,
                                 consumer_epoch,
                                 batch_size: unpacked.batch_size,

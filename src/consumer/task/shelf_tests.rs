@@ -84,6 +84,7 @@ fn queue(shelf: &Shelf, entry: u64) {
     }));
     let incoming = Incoming {
         id,
+        position: id,
         redelivery_count: 0,
         consumer_epoch: None,
         batch_size: None,

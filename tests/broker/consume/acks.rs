@@ -443,3 +443,61 @@ async fn a_chunked_message_acked_after_its_topic_was_unloaded_leaves_no_chunk_be
     })
     .await;
 }
+
+// Two producers, one chunking, on an Exclusive subscription with
+// cumulative acks: a cumulative ack of a message stored between a chunked
+// message's chunks leaves it to come whole, as the Java client delivers it
+// (at its last chunk's position).
+#[tokio::test]
+async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whole() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    guard("cumulative ack between chunks", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("cumulative-between-chunks");
+        let mut consumer = client
+            .consumer(&topic, "s")
+            .subscription_type(SubscriptionType::Exclusive)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        let mut chunking = RawProducer::create(&client, &topic).await;
+        let mut other = RawProducer::create(&client, &topic).await;
+        let chunk = |chunk_id| proto::MessageMetadata {
+            uuid: Some("x".into()),
+            chunk_id: Some(chunk_id),
+            num_chunks_from_msg: Some(2),
+            total_chunk_msg_size: Some(4),
+            ..proto::MessageMetadata::default()
+        };
+        chunking
+            .send_raw(chunk(0), Bytes::from_static(b"x0"), 1)
+            .await;
+        other.send("m").await;
+        let m = consumer.receive().await.expect("m");
+        assert_eq!(text(&m), "m");
+        consumer.ack_cumulative(&m).await.expect("ack m");
+        let last = chunking
+            .send_raw(chunk(1), Bytes::from_static(b"x1"), 1)
+            .await;
+        let x = consumer.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
+        consumer.ack_cumulative(&x).await.expect("ack x");
+        consumer.close().await.expect("close");
+
+        // Everything is acked: a new consumer finds nothing, whatever
+        // comes after.
+        let mut again = client
+            .consumer(&topic, "s")
+            .subscription_type(SubscriptionType::Exclusive)
+            .subscribe()
+            .await
+            .expect("subscribe again");
+        let after = other.send("after").await;
+        assert!(after > last);
+        let next = again.receive().await.expect("the next message");
+        assert_eq!(text(&next), "after");
+    })
+    .await;
+}
