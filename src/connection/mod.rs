@@ -198,6 +198,23 @@ impl Connection {
         op: &'static str,
         build: impl FnOnce(RequestId) -> BaseCommand,
     ) -> Result<Response, ConnectionError> {
+        self.send_request(op, build).await?.await
+    }
+
+    /// Queues a request as [`request`](Self::request) does, in order with
+    /// the commands queued before and after it, and returns the future of
+    /// its answer, to await elsewhere.
+    ///
+    /// # Errors
+    /// The error that ended the connection, if the request was not queued.
+    pub(crate) async fn send_request(
+        &self,
+        op: &'static str,
+        build: impl FnOnce(RequestId) -> BaseCommand,
+    ) -> Result<
+        impl Future<Output = Result<Response, ConnectionError>> + Send + 'static,
+        ConnectionError,
+    > {
         let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = oneshot::channel();
         let command = build(id);
@@ -208,7 +225,8 @@ impl Connection {
             reply,
         })
         .await?;
-        answer.await.unwrap_or_else(|_| Err(self.final_error()))
+        let conn = self.clone();
+        Ok(async move { answer.await.unwrap_or_else(|_| Err(conn.final_error())) })
     }
 
     /// Queues a command that gets no answer (ack, flow, redeliver) on the

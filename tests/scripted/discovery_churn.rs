@@ -121,6 +121,9 @@ async fn a_pattern_consumer_frees_what_it_kept_for_topics_that_left() {
                 let ack = next_frame(&mut broker).await;
                 let body = ack.command.ack.as_ref().expect("ACK");
                 assert_eq!(body.consumer_id, id);
+                // Answered, as a broker answers every ACK request.
+                let request = body.request_id.expect("an ACK request");
+                broker.send(answer::ack_response(id, request)).await;
             }
             leave(&mut broker, watcher, &topic, id, &mut hash).await;
             if i + 1 == TOPICS / 2 || i + 1 == TOPICS {

@@ -70,11 +70,11 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             // batch is acked (see `member_acked`); until then the batch's
             // own state drops the copies of its acked members.
             if !id.is_batch_member() {
-                self.recent.push(id);
+                self.acked.acked_held(id);
             }
             return self.settle(id, false);
         }
-        self.settled.insert(id);
+        self.acked.acked_unheld(id);
         if !id.is_batch_member() {
             self.actions.ack(id);
             return Acked::Queued;
@@ -124,7 +124,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         if !self.last_chance.is_empty() {
             self.last_chance.retain(|id, _| *id > upto);
         }
-        self.settled.cumulative(upto);
+        self.acked.acked_cumulative(upto);
         let ack =
             self.batches
                 .ack_cumulative(upto, batch_size, self.config.batch_index_ack_enabled);
@@ -232,9 +232,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
                 // nack or a timeout may still be on its way: settled now,
                 // not only at the next reconnect or rewind.
                 if asked_again {
-                    self.settled.insert(entry);
+                    self.acked.acked_unheld(entry);
                 } else {
-                    self.recent.push(entry);
+                    self.acked.acked_held(entry);
                 }
                 self.actions.ack(entry);
             }

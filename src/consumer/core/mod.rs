@@ -64,7 +64,7 @@ use lease::Leases;
 use nack::NackTracker;
 use receiver_queue::{QueuedBytes, ReceiverQueue};
 use rewind::PendingRewind;
-use settled::{RecentAcks, Settled};
+use settled::AckMemory;
 use unacked::UnackedTracker;
 
 /// The consumer's delivery state machine; `M` is the driver's message type.
@@ -86,11 +86,8 @@ pub(crate) struct ConsumerCore<M> {
     forwarding: HashSet<MessageId>,
     /// JavaStyle: held messages at the limit, forwarded on their next redelivery.
     last_chance: HashMap<MessageId, (u32, M)>,
-    /// Acked while not held: their copies are dropped.
-    settled: Settled,
-    /// The last acks of held messages; they join `settled` at a reconnect
-    /// or rewind.
-    recent: RecentAcks,
+    /// Acks remembered to drop the copies of acked messages.
+    acked: AckMemory,
     /// Exclusive/Failover: a rewind a nack asked for, not sent yet.
     rewind: PendingRewind,
     epoch: u64,
@@ -114,7 +111,6 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             held = held.with_backoff(backoff);
         }
         let remembered = config.receiver_queue_size.max(1000) as usize;
-        let settled = Settled::new(remembered);
         Ok(Self {
             queue: ReceiverQueue::new(config.receiver_queue_size),
             nacks: NackTracker::new(config.nack, config.tick),
@@ -124,8 +120,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             batches: BatchAcks::default(),
             forwarding: HashSet::new(),
             last_chance: HashMap::new(),
-            settled,
-            recent: RecentAcks::new(remembered),
+            acked: AckMemory::new(remembered),
             rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
@@ -229,7 +224,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             self.skip_arrival();
             return Ok(());
         }
-        if self.settled.covers(id, incoming.position) {
+        if self.acked.covers(id, incoming.position) {
             // Acked by the application, yet the broker sends it again: its
             // ACK may have been lost with a connection. Acked again (an ack
             // is idempotent), so it does not stay in the subscription.
@@ -238,6 +233,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
                 let outcome = self.batches.ack_untracked(id, batch_size);
                 self.member_acked(outcome);
             } else {
+                // Remembered anew: once this ACK is confirmed, a later copy
+                // is a rewind's.
+                self.acked.acked_unheld(id);
                 self.actions.ack(id);
             }
             return Ok(());
@@ -297,7 +295,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             self.flow(flow);
             // Acked by the application since it was queued (a copy that
             // came before its ack after a reconnect): not handed out again.
-            if self.settled.covers(incoming.id, incoming.position)
+            if self.acked.covers(incoming.id, incoming.position)
                 || self.batches.is_acked(incoming.id)
             {
                 if incoming.id.is_batch_member() {
@@ -344,9 +342,22 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// purpose, so the acks remembered to drop redelivered copies are
     /// forgotten.
     pub(crate) fn on_seek(&mut self) {
-        let capacity = self.config.receiver_queue_size.max(1000) as usize;
-        self.settled = Settled::new(capacity);
-        self.recent = RecentAcks::new(capacity);
+        self.acked.forget();
+    }
+
+    /// The stamp of the last ack recorded: once the broker has answered
+    /// the ACKs sent after it on the current connection, pass it to
+    /// [`acks_confirmed`](Self::acks_confirmed).
+    pub(crate) fn ack_mark(&self) -> u64 {
+        self.acked.mark()
+    }
+
+    /// The broker answered the ACKs sent on the current connection up to
+    /// `mark` (an [`ack_mark`](Self::ack_mark)): those acks are applied,
+    /// so after a reconnect their messages' copies are handed out (an
+    /// outside rewind brings them on purpose) instead of dropped.
+    pub(crate) fn acks_confirmed(&mut self, mark: u64) {
+        self.acked.confirm(mark);
     }
 
     /// Whether an [`Action::Ack`] waits to be polled.
@@ -431,7 +442,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Everything the application holds will come again (but not what it
     /// acked lately, which the broker may not have applied yet).
     fn clear_held(&mut self) {
-        self.recent.settle_into(&mut self.settled);
+        self.acked.on_reconnect();
         self.held.clear();
         self.leases.clear();
         self.nacks.clear();

@@ -1,4 +1,4 @@
-//! Acks of messages the consumer no longer tracks (pure).
+//! The acks the consumer remembers to drop copies of acked messages (pure).
 //!
 //! A message id is a position in the topic, valid on every connection: the
 //! application may ack a message after a reconnect, a rewind, an ack-timeout
@@ -6,33 +6,135 @@
 //! is sent all the same, and remembered here so that a copy the broker
 //! dispatched before it saw the ack (a redelivery after the reconnect, say)
 //! is dropped instead of handed out again:
-//! - the highest cumulative ack, below which everything is settled;
+//! - the highest cumulative ack, below which everything is settled (a
+//!   chunked message counts from its last chunk, where it is delivered);
 //! - the last individually acked ids that were not held (a bounded FIFO:
 //!   forgetting the oldest only risks a duplicate, never a loss), and, from
-//!   a reconnect or rewind on, the last ones acked while held: the broker
-//!   applies acks asynchronously, so it may dispatch a copy of a message
-//!   acked just before it closed the consumer. A batch acked whole is one
-//!   id there, its entry's, which covers every member: one lost ACK of a
-//!   batch brings back all its members.
+//!   a reconnect on, the last ones acked while held: the broker applies
+//!   acks asynchronously, so it may dispatch a copy of a message acked just
+//!   before it closed the consumer. A batch acked whole is one id there,
+//!   its entry's, which covers every member.
+//!
+//! Only acks the broker may not have applied are kept across a reconnect.
+//! Every ack is numbered as it is recorded; the driver tells which numbers
+//! the broker confirmed (its answers to the ACKs sent up to a
+//! [`mark`](AckMemory::mark)). A confirmed ack is applied, so a copy of its
+//! message after the reconnect is a rewind made on purpose (an operator's
+//! reset-cursor, another consumer's seek) and is handed out, as the Java
+//! client does for acks it flushed. An ack not confirmed by then may have
+//! been lost with the connection: its copies are still dropped, and acked
+//! again.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use crate::message_id::MessageId;
 
 use super::unacked::id_hash::IdBuildHasher;
 
-/// The last ids acked while held, without hashing them (a ring): at a
-/// reconnect or rewind they join [`Settled`], since the broker may dispatch
-/// a copy before it applied the ack (it applies acks asynchronously).
+/// The number of an ack in the order the core recorded it, from 1.
+type Stamp = u64;
+
+/// The stamp of an ack not confirmed when its connection was lost: no
+/// answer on a later connection confirms it (it was not sent there), so
+/// it stays until its copy comes and is acked again, or it is forgotten.
+const UNCONFIRMED_AT_RECONNECT: Stamp = Stamp::MAX;
+
+/// Acks remembered to drop the copies of acked messages.
 #[derive(Debug)]
-pub(crate) struct RecentAcks {
-    ids: VecDeque<MessageId>,
+pub(crate) struct AckMemory {
+    settled: Settled,
+    /// The last acks of held messages; they join `settled` at a reconnect.
+    recent: RecentAcks,
+    /// The stamp of the last ack recorded.
+    last: Stamp,
+    /// Every ack stamped at or below it is confirmed by the broker.
+    confirmed: Stamp,
+}
+
+impl AckMemory {
+    /// Remembers at most `capacity` individual acks of each kind (at least 1).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            settled: Settled::new(capacity),
+            recent: RecentAcks::new(capacity),
+            last: 0,
+            confirmed: 0,
+        }
+    }
+
+    fn stamp(&mut self) -> Stamp {
+        self.last += 1;
+        self.last
+    }
+
+    /// A held message `id` was acked: its copies are dropped once the
+    /// connection is lost, unless the broker confirmed the ack by then.
+    pub(crate) fn acked_held(&mut self, id: MessageId) {
+        let stamp = self.stamp();
+        self.recent.push(id, stamp);
+    }
+
+    /// `id`, not held, was acked (or its copy acked again): its copies are
+    /// dropped from now on.
+    pub(crate) fn acked_unheld(&mut self, id: MessageId) {
+        let stamp = self.stamp();
+        self.settled.insert(id, stamp);
+    }
+
+    /// Everything up to and including `upto` was acked (for a chunked
+    /// message, `upto` is its last chunk).
+    pub(crate) fn acked_cumulative(&mut self, upto: MessageId) {
+        let stamp = self.stamp();
+        self.settled.cumulative(upto, stamp);
+    }
+
+    /// Whether the message `id`, which ends at `position` (its last chunk,
+    /// if chunked), is known to be acked.
+    pub(crate) fn covers(&self, id: MessageId, position: MessageId) -> bool {
+        self.settled.covers(id, position)
+    }
+
+    /// The stamp of the last ack recorded: once the broker answered the
+    /// ACKs sent after it, [`confirm`](Self::confirm) it.
+    pub(crate) fn mark(&self) -> Stamp {
+        self.last
+    }
+
+    /// The broker answered the ACKs sent on the current connection up to
+    /// `mark` (from [`mark`](Self::mark)): every ack stamped at or below it
+    /// is applied.
+    pub(crate) fn confirm(&mut self, mark: Stamp) {
+        self.confirmed = self.confirmed.max(mark.min(self.last));
+    }
+
+    /// The connection was lost: the confirmed acks are forgotten (a copy of
+    /// theirs comes only from a rewind, and is handed out); the others,
+    /// and the recent acks of held messages, drop their copies from now on.
+    pub(crate) fn on_reconnect(&mut self) {
+        self.settled.keep_unconfirmed(self.confirmed);
+        self.recent.settle_into(&mut self.settled, self.confirmed);
+    }
+
+    /// The subscription was moved (a seek): acked messages may come again
+    /// on purpose, so nothing is remembered.
+    pub(crate) fn forget(&mut self) {
+        self.settled.clear();
+        self.recent.ids.clear();
+    }
+}
+
+/// The last ids acked while held, without hashing them (a ring): at a
+/// reconnect the unconfirmed ones join [`Settled`], since the broker may
+/// dispatch a copy before it applied the ack.
+#[derive(Debug)]
+struct RecentAcks {
+    ids: VecDeque<(MessageId, Stamp)>,
     capacity: usize,
 }
 
 impl RecentAcks {
     /// Keeps the last `capacity` ids (at least 1).
-    pub(crate) fn new(capacity: usize) -> Self {
+    fn new(capacity: usize) -> Self {
         Self {
             ids: VecDeque::new(),
             capacity: capacity.max(1),
@@ -40,46 +142,49 @@ impl RecentAcks {
     }
 
     /// `id` was acked.
-    pub(crate) fn push(&mut self, id: MessageId) {
+    fn push(&mut self, id: MessageId, stamp: Stamp) {
         if self.ids.len() == self.capacity {
             self.ids.pop_front();
         }
-        self.ids.push_back(id);
+        self.ids.push_back((id, stamp));
     }
 
-    /// Moves every id into `settled`.
-    pub(crate) fn settle_into(&mut self, settled: &mut Settled) {
-        for id in self.ids.drain(..) {
-            settled.insert(id);
+    /// Moves every id not confirmed (stamped after `confirmed`) into
+    /// `settled`, as unconfirmed at a reconnect; forgets the others.
+    fn settle_into(&mut self, settled: &mut Settled, confirmed: Stamp) {
+        for (id, stamp) in self.ids.drain(..) {
+            if stamp > confirmed {
+                settled.insert(id, UNCONFIRMED_AT_RECONNECT);
+            }
         }
     }
 }
 
-/// Ids the application settled outside the held set.
+/// Ids the application settled outside the held set, with their stamps.
 #[derive(Debug)]
-pub(crate) struct Settled {
+struct Settled {
     /// Everything at or before it is acked (the highest cumulative ack).
-    floor: Option<MessageId>,
+    floor: Option<(MessageId, Stamp)>,
     order: VecDeque<MessageId>,
-    ids: HashSet<MessageId, IdBuildHasher>,
+    ids: HashMap<MessageId, Stamp, IdBuildHasher>,
     capacity: usize,
 }
 
 impl Settled {
     /// Remembers at most `capacity` individually acked ids (at least 1).
-    pub(crate) fn new(capacity: usize) -> Self {
+    fn new(capacity: usize) -> Self {
         Self {
             floor: None,
             order: VecDeque::new(),
-            ids: HashSet::default(),
+            ids: HashMap::default(),
             capacity: capacity.max(1),
         }
     }
 
-    /// `id` was acked while not held; forgets the oldest such id past the
-    /// capacity.
-    pub(crate) fn insert(&mut self, id: MessageId) {
-        if !self.ids.insert(id) {
+    /// `id` was acked while not held (again: with its new stamp); forgets
+    /// the oldest such id past the capacity.
+    fn insert(&mut self, id: MessageId, stamp: Stamp) {
+        if self.ids.insert(id, stamp).is_some() {
             return;
         }
         self.order.push_back(id);
@@ -90,35 +195,46 @@ impl Settled {
         }
     }
 
-    /// Everything up to and including `upto` is acked (for a chunked
-    /// message, `upto` is its last chunk).
-    pub(crate) fn cumulative(&mut self, upto: MessageId) {
-        if self.floor.is_none_or(|floor| floor < upto) {
-            self.floor = Some(upto);
+    /// Everything up to and including `upto` is acked.
+    fn cumulative(&mut self, upto: MessageId, stamp: Stamp) {
+        if self.floor.is_none_or(|(floor, _)| floor < upto) {
+            self.floor = Some((upto, stamp));
         }
     }
 
     /// Whether the message `id`, which ends at `position` (its last chunk,
     /// if chunked), is known to be acked: the cumulative floor covers it
     /// only from its position on, since it is delivered there.
-    pub(crate) fn covers(&self, id: MessageId, position: MessageId) -> bool {
-        self.floor.is_some_and(|floor| position <= floor)
+    fn covers(&self, id: MessageId, position: MessageId) -> bool {
+        self.floor.is_some_and(|(floor, _)| position <= floor)
             || (!self.ids.is_empty()
-                && (self.ids.contains(&id)
-                    || (id.is_batch_member() && self.ids.contains(&id.entry()))))
+                && (self.ids.contains_key(&id)
+                    || (id.is_batch_member() && self.ids.contains_key(&id.entry()))))
     }
 
-    /// Whether `id`, a message of one entry (or a member of one), is known
-    /// to be acked.
-    #[cfg(test)]
-    pub(crate) fn contains(&self, id: MessageId) -> bool {
-        self.covers(id, id)
+    /// Forgets the acks stamped at or before `confirmed`; the others are
+    /// marked unconfirmed at a reconnect.
+    fn keep_unconfirmed(&mut self, confirmed: Stamp) {
+        if self.floor.is_some_and(|(_, stamp)| stamp <= confirmed) {
+            self.floor = None;
+        } else if let Some((_, stamp)) = &mut self.floor {
+            *stamp = UNCONFIRMED_AT_RECONNECT;
+        }
+        if self.ids.is_empty() {
+            return;
+        }
+        self.ids.retain(|_, stamp| *stamp > confirmed);
+        for stamp in self.ids.values_mut() {
+            *stamp = UNCONFIRMED_AT_RECONNECT;
+        }
+        let ids = &self.ids;
+        self.order.retain(|id| ids.contains_key(id));
     }
 
-    /// How many individual ids are remembered.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+    fn clear(&mut self) {
+        self.floor = None;
+        self.order.clear();
+        self.ids.clear();
     }
 }
 
@@ -130,45 +246,107 @@ mod tests {
         MessageId::new(1, entry)
     }
 
-    #[test]
-    fn remembers_a_bounded_number_of_ids_oldest_forgotten_first() {
-        let mut settled = Settled::new(2);
-        settled.insert(id(1));
-        settled.insert(id(2));
-        settled.insert(id(2));
-        assert!(settled.contains(id(1)) && settled.contains(id(2)));
-        settled.insert(id(3));
-        assert!(!settled.contains(id(1)), "the oldest is forgotten");
-        assert!(settled.contains(id(2)) && settled.contains(id(3)));
-        assert_eq!(settled.len(), 2);
+    fn acked(memory: &AckMemory, entry: u64) -> bool {
+        memory.covers(id(entry), id(entry))
     }
 
     #[test]
-    fn recent_acks_join_the_settled_ids_when_asked() {
-        let mut recent = RecentAcks::new(2);
-        let mut settled = Settled::new(4);
+    fn remembers_a_bounded_number_of_ids_oldest_forgotten_first() {
+        let mut memory = AckMemory::new(2);
+        memory.acked_unheld(id(1));
+        memory.acked_unheld(id(2));
+        memory.acked_unheld(id(2));
+        assert!(acked(&memory, 1) && acked(&memory, 2));
+        memory.acked_unheld(id(3));
+        assert!(!acked(&memory, 1), "the oldest is forgotten");
+        assert!(acked(&memory, 2) && acked(&memory, 3));
+        assert_eq!(memory.settled.ids.len(), 2);
+    }
+
+    #[test]
+    fn acks_of_held_messages_drop_copies_only_after_a_reconnect() {
+        let mut memory = AckMemory::new(2);
         for n in 1..=3 {
-            recent.push(id(n));
+            memory.acked_held(id(n));
         }
-        recent.settle_into(&mut settled);
-        assert!(!settled.contains(id(1)), "only the last two are kept");
-        assert!(settled.contains(id(2)) && settled.contains(id(3)));
-        recent.settle_into(&mut settled);
-        assert_eq!(settled.len(), 2);
+        assert!(!acked(&memory, 3), "no copy comes on the same connection");
+        memory.on_reconnect();
+        assert!(!acked(&memory, 1), "only the last two are kept");
+        assert!(acked(&memory, 2) && acked(&memory, 3));
+        memory.on_reconnect();
+        assert_eq!(memory.settled.ids.len(), 2);
     }
 
     #[test]
     fn a_cumulative_ack_settles_everything_before_it_and_never_moves_back() {
-        let mut settled = Settled::new(1);
-        settled.cumulative(id(5).with_batch_index(1));
-        assert!(settled.contains(id(4)));
-        assert!(settled.contains(id(5).with_batch_index(0)));
-        assert!(!settled.contains(id(5).with_batch_index(2)));
-        settled.cumulative(id(2));
+        let mut memory = AckMemory::new(1);
+        memory.acked_cumulative(id(5).with_batch_index(1));
+        assert!(acked(&memory, 4));
+        assert!(memory.covers(id(5).with_batch_index(0), id(5).with_batch_index(0)));
+        assert!(!memory.covers(id(5).with_batch_index(2), id(5).with_batch_index(2)));
+        memory.acked_cumulative(id(2));
+        assert!(acked(&memory, 4), "an older cumulative ack changes nothing");
+        assert!(!acked(&memory, 6));
+    }
+
+    #[test]
+    fn a_chunked_message_counts_from_its_last_chunk() {
+        let mut memory = AckMemory::new(1);
+        memory.acked_cumulative(id(5));
+        assert!(!memory.covers(id(3), id(7)), "delivered at its last chunk");
+        assert!(memory.covers(id(3), id(5)));
+    }
+
+    #[test]
+    fn confirmed_acks_are_forgotten_at_a_reconnect_the_others_kept() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_held(id(1));
+        memory.acked_unheld(id(2));
+        memory.acked_cumulative(id(3));
+        memory.confirm(memory.mark());
+        memory.acked_held(id(4));
+        memory.acked_unheld(id(5));
+        memory.on_reconnect();
+        for n in 1..=3 {
+            assert!(
+                !acked(&memory, n),
+                "{n} was confirmed: a copy is a rewind's"
+            );
+        }
         assert!(
-            settled.contains(id(4)),
-            "an older cumulative ack changes nothing"
+            acked(&memory, 4) && acked(&memory, 5),
+            "maybe lost with the connection"
         );
-        assert!(!settled.contains(id(6)));
+    }
+
+    #[test]
+    fn an_ack_unconfirmed_at_a_reconnect_is_confirmed_only_when_sent_again() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_held(id(1));
+        memory.acked_cumulative(id(0));
+        memory.on_reconnect();
+        // Answers on the new connection are for what was sent there.
+        memory.acked_unheld(id(2));
+        memory.confirm(memory.mark());
+        memory.on_reconnect();
+        assert!(acked(&memory, 1), "never sent on the second connection");
+        assert!(acked(&memory, 0), "nor was the cumulative ack");
+        assert!(!acked(&memory, 2));
+        // Its copy came and was acked again: that ack is confirmed.
+        memory.acked_unheld(id(1));
+        memory.confirm(memory.mark());
+        memory.on_reconnect();
+        assert!(!acked(&memory, 1));
+    }
+
+    #[test]
+    fn a_seek_forgets_every_ack() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_unheld(id(1));
+        memory.acked_cumulative(id(2));
+        memory.acked_held(id(3));
+        memory.forget();
+        memory.on_reconnect();
+        assert!((1..=3).all(|n| !acked(&memory, n)));
     }
 }

@@ -16,6 +16,12 @@
 //!   under the new one, and its replies wait for that answer;
 //! - what cannot be sent (the consumer closed first, the subscription was
 //!   lost for good) is answered with an error.
+//!
+//! Every ACK frame is a request, with receipts or not, so the core learns
+//! which acks the broker applied: a flight's answers confirm the acks
+//! recorded up to its mark ([`ConsumerCore::acks_confirmed`]), and after a
+//! reconnect the copies of confirmed acks are handed out (a rewind made
+//! elsewhere brings them on purpose) while the others are dropped.
 
 use std::collections::HashMap;
 
@@ -35,6 +41,17 @@ pub(super) struct WireAck {
 pub(super) struct Flight {
     pub(super) acks: Vec<WireAck>,
     pub(super) replies: Vec<Reply<()>>,
+    /// The core's ack mark its answers confirm: every ack recorded up to
+    /// it was sent by the time this flight's ACKs were.
+    pub(super) mark: u64,
+}
+
+impl Flight {
+    /// Whether it only waits for answers to confirm its mark (ACKs sent
+    /// already, nobody waiting on them): nothing to send again.
+    fn confirms_only(&self) -> bool {
+        self.acks.is_empty() && self.replies.is_empty()
+    }
 }
 
 impl Flight {
@@ -58,18 +75,33 @@ pub(super) struct AckWaiters {
     pub(super) in_flight: HashMap<u64, Flight>,
     /// Flights to send once subscribed again.
     pub(super) resend: Vec<Flight>,
+    /// The core's ack mark at the end of the last pass over its actions:
+    /// every ack recorded up to it is sent, or grouped to be sent.
+    pub(super) passed: u64,
+    /// The mark before the first of the grouped acks not flushed yet, if
+    /// any: answers confirm no further until they are sent.
+    pub(super) grouped_after: Option<u64>,
 }
 
 impl AckWaiters {
     /// The connection or consumer is gone: flights in flight go out again
     /// after the next subscribe (their late outcomes are ignored).
     pub(super) fn requeue_in_flight(&mut self) {
-        self.resend.extend(self.in_flight.drain().map(|(_, f)| f));
+        let lost = self.in_flight.drain().map(|(_, f)| f);
+        self.resend.extend(lost.filter(|f| !f.confirms_only()));
     }
 
-    /// Whether anything waits here.
+    /// The mark answers to ACKs sent now confirm: the last pass's, or the
+    /// one before the grouped acks still waiting.
+    pub(super) fn confirmable(&self) -> u64 {
+        self.grouped_after.unwrap_or(self.passed)
+    }
+
+    /// Whether anything waits here (answers that only confirm a mark aside).
     pub(super) fn is_empty(&self) -> bool {
-        self.next.is_empty() && self.in_flight.is_empty() && self.resend.is_empty()
+        self.next.is_empty()
+            && self.in_flight.values().all(Flight::confirms_only)
+            && self.resend.is_empty()
     }
 
     /// Answers every waiting reply with `error()`: nothing more can be sent.
@@ -128,6 +160,36 @@ impl Driver {
         });
     }
 
+    /// Confirms `mark` to sub `index`'s core once every answer in
+    /// `answers` (to ACK requests sent already, in order) is a success.
+    pub(super) fn confirm_when_answered<F>(&mut self, index: usize, answers: Vec<F>, mark: u64)
+    where
+        F: Future<Output = Result<Response, ConnectionError>> + Send + 'static,
+    {
+        if answers.is_empty() {
+            return;
+        }
+        let sub = &mut self.subs[index];
+        let token = self.ack_tokens;
+        self.ack_tokens += 1;
+        let flight = Flight {
+            mark,
+            ..Flight::default()
+        };
+        sub.acks.in_flight.insert(token, flight);
+        let (key, landed) = (sub.key, self.acks_landed.sender());
+        tokio::spawn(async move {
+            let mut result = Ok(());
+            for answer in answers {
+                if let Err(e) = answer.await {
+                    result = Err(e);
+                    break;
+                }
+            }
+            let _ = landed.send(Box::new((key, token, result)));
+        });
+    }
+
     /// A flight's outcome: its replies are answered, or it goes out again
     /// under the next subscription if it was lost with its consumer.
     pub(super) fn ack_landed(&mut self, (key, token, result): Landed) {
@@ -139,7 +201,16 @@ impl Driver {
             return; // requeued at a reconnect: the resend answers
         };
         match result {
-            Ok(()) => flight.answer(|| Ok(())),
+            Ok(()) => {
+                // Answers may come out of order across flights: a mark is
+                // confirmed once no older flight waits.
+                if sub.acks.in_flight.values().all(|f| f.mark >= flight.mark) {
+                    self.shelf.lock().slots[index]
+                        .core
+                        .acks_confirmed(flight.mark);
+                }
+                flight.answer(|| Ok(()));
+            }
             Err(e) if lost_with_its_consumer(&e) && !sub.lost => {
                 debug!(topic = %sub.name, error = %e, "ACK lost with its consumer; sending it again");
                 if self.resubscribes.is_running(index) || sub.conn.is_closed() {
@@ -173,7 +244,8 @@ impl Driver {
     pub(super) async fn settle_acks(&mut self) {
         let after = self.settings.client.operation_timeout();
         let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
-        while self.subs.iter().any(|s| !s.acks.in_flight.is_empty()) {
+        let waiting = |s: &Sub| s.acks.in_flight.values().any(|f| !f.confirms_only());
+        while self.subs.iter().any(waiting) {
             match tokio::time::timeout_at(deadline, self.acks_landed.recv()).await {
                 Ok(Some(landed)) => self.ack_landed(*landed),
                 Ok(None) | Err(_) => return,

@@ -22,7 +22,10 @@ impl Driver {
         // Individual acks of consecutive actions, sent in one ACK frame
         // (each id with its own ack_set) before anything that follows them.
         let mut individual = Vec::new();
+        // The answers to the ACK requests of this pass (without receipts).
+        let mut answers = Vec::new();
         let sub = &mut self.subs[index];
+        let passed_before = sub.acks.passed;
         loop {
             let Some(action) = self.shelf.lock().slots[index].core.poll_action() else {
                 break;
@@ -38,7 +41,7 @@ impl Driver {
                 }
             ) && !receipts;
             if !joins {
-                send_individual(conn, id, &mut individual).await;
+                send_individual(conn, id, &mut individual, &mut answers).await;
             }
             let sent = match action {
                 Action::Flow(permits) => {
@@ -82,6 +85,9 @@ impl Driver {
                         .ack_group_time
                         .filter(|_| kind == AckType::Individual && ack_set_is_none)
                     {
+                        if sub.grouped.is_empty() {
+                            sub.acks.grouped_after = Some(passed_before);
+                        }
                         sub.grouped.extend(ids);
                         sub.flush_at
                             .get_or_insert_with(|| clock::after(clock::now(), group));
@@ -90,10 +96,7 @@ impl Driver {
                         individual.extend(ids);
                         Ok(())
                     } else {
-                        send_each(conn, commands::split_ids(ids), |run| {
-                            commands::ack(id, run, kind, None)
-                        })
-                        .await
+                        send_acks(conn, id, commands::split_ids(ids), kind, &mut answers).await
                     }
                 }
                 Action::Redeliver(ids) => {
@@ -128,7 +131,12 @@ impl Driver {
                 debug!(topic = %sub.name, error = %e, "control command not sent");
             }
         }
-        send_individual(&sub.conn, sub.id, &mut individual).await;
+        send_individual(&sub.conn, sub.id, &mut individual, &mut answers).await;
+        sub.acks.passed = self.shelf.lock().slots[index].core.ack_mark();
+        let mark = sub.acks.confirmable();
+        self.confirm_when_answered(index, answers, mark);
+        let sub = &mut self.subs[index];
+        flight.mark = mark;
         if flight.acks.is_empty() {
             // Nothing sent: the replies wait (they come with an ACK).
             sub.acks.next.append(&mut flight.replies);
@@ -318,35 +326,61 @@ impl Driver {
             return;
         }
         let ids = std::mem::take(&mut sub.grouped);
-        let id = sub.id;
-        let sent = send_each(&sub.conn, commands::split_ids(ids), |run| {
-            commands::ack(id, run, AckType::Individual, None)
-        });
+        let mut answers = Vec::new();
+        let runs = commands::split_ids(ids);
+        let sent = send_acks(&sub.conn, sub.id, runs, AckType::Individual, &mut answers);
         if let Err(e) = sent.await {
             // The broker redelivers what it did not see acked.
             debug!(topic = %sub.name, error = %e, "grouped ack not sent");
         }
+        sub.acks.grouped_after = None;
+        let mark = sub.acks.passed;
+        self.confirm_when_answered(index, answers, mark);
     }
 }
 
+/// The answer to an ACK request, awaited elsewhere.
+type AckAnswer =
+    futures::future::BoxFuture<'static, Result<Response, crate::connection::ConnectionError>>;
+
 /// Sends the individual acks gathered so far (one ACK frame, more only
-/// past the frame size limit).
+/// past the frame size limit); their answers go to `answers`.
 async fn send_individual(
     conn: &Connection,
     consumer: ConsumerId,
     ids: &mut Vec<crate::proto::MessageIdData>,
+    answers: &mut Vec<AckAnswer>,
 ) {
     if ids.is_empty() {
         return;
     }
     let runs = commands::split_ids(std::mem::take(ids));
-    let sent = send_each(conn, runs, |run| {
-        commands::ack(consumer, run, AckType::Individual, None)
-    });
+    let sent = send_acks(conn, consumer, runs, AckType::Individual, answers);
     if let Err(e) = sent.await {
         // The mailbox gets ConnectionLost next and resubscribes.
         debug!(error = %e, "ACK not sent");
     }
+}
+
+/// Sends one ACK request per run of ids (see [`commands::split_ids`]), in
+/// order with the other commands; their answers go to `answers`. Stops at
+/// the first that cannot be sent.
+async fn send_acks(
+    conn: &Connection,
+    consumer: ConsumerId,
+    runs: Vec<Vec<crate::proto::MessageIdData>>,
+    kind: AckType,
+    answers: &mut Vec<AckAnswer>,
+) -> Result<(), crate::connection::ConnectionError> {
+    for run in runs {
+        let answer = conn
+            .send_request("ACK", |request| {
+                commands::ack(consumer, run, kind, Some(request))
+            })
+            .await?;
+        answers.push(Box::pin(answer));
+    }
+    Ok(())
 }
 
 /// Sends one control frame per run of ids (see [`commands::split_ids`]);

@@ -139,3 +139,69 @@ async fn a_cursor_reset_after_a_seek_brings_every_message_back() {
 async fn a_cursor_reset_after_a_seek_brings_every_batch_member_back() {
     a_cursor_reset_after_a_seek(true).await;
 }
+
+/// An operator's cursor reset brings back messages the consumer acked,
+/// once the broker confirmed the acks: they are handed out again, not
+/// dropped and acked anew behind the operator's back. Individual acks on
+/// Shared, or one cumulative ack on Exclusive; with receipts, so every
+/// ack is confirmed before the reset.
+async fn a_cursor_reset_after_acks(cumulative: bool) {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite has no admin API to reset a cursor",
+    ) {
+        return;
+    }
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    guard("cursor reset after acks", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("consume-acked-reset");
+        let ids = hundred(&client, &topic, false).await;
+        let kind = if cumulative {
+            SubscriptionType::Exclusive
+        } else {
+            SubscriptionType::Shared
+        };
+        let mut c = client
+            .consumer(&topic, "s")
+            .subscription_type(kind)
+            .initial_position(InitialPosition::Earliest)
+            .ack_receipts(true)
+            .subscribe()
+            .await
+            .expect("subscribe");
+        for i in 0..100 {
+            let m = c.receive().await.expect("receive");
+            assert_eq!(text(&m), format!("m{i:02}"));
+            if !cumulative {
+                c.ack(&m).await.expect("ack confirmed");
+            } else if i == 99 {
+                c.ack_cumulative(&m).await.expect("ack confirmed");
+            }
+        }
+        let admin = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
+        crate::common::admin::reset_cursor(&admin, &topic, "s", ids[10]).await;
+        let expected: Vec<String> = (10..100).map(|i| format!("m{i:02}")).collect();
+        let mut again = Vec::new();
+        for _ in 0..expected.len() {
+            let m = c.receive().await.expect("receive");
+            c.ack(&m).await.expect("ack");
+            again.push(text(&m));
+        }
+        assert_eq!(again, expected, "everything from the reset, in order");
+        c.close().await.expect("close");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cursor_reset_brings_back_messages_acked_one_by_one() {
+    a_cursor_reset_after_acks(false).await;
+}
+
+#[tokio::test]
+async fn a_cursor_reset_brings_back_messages_acked_cumulatively() {
+    a_cursor_reset_after_acks(true).await;
+}

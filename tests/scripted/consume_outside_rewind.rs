@@ -1,0 +1,133 @@
+//! Rewinds made elsewhere (an operator's reset-cursor, another consumer's
+//! seek): Apache Pulsar closes the consumer, which subscribes again, and
+//! sends from the reset point. What the broker confirmed it applied comes
+//! back to the application; an ack that may have been lost with the
+//! connection keeps its message's copies away (and is sent again).
+
+use super::*;
+
+/// The broker closes consumer `id` and takes its new subscribe (LOOKUP,
+/// SUBSCRIBE, FLOW); returns the new consumer id.
+async fn closed_and_subscribed_again(broker: &mut FakeBroker, id: u64) -> u64 {
+    broker.send(super::reconnect::close_consumer(id)).await;
+    let lookup = broker.expect(Type::Lookup).await;
+    super::reconnect::answer_lookup_here(broker, &lookup).await;
+    let subscribe = broker.expect(Type::Subscribe).await;
+    let body = subscribe.command.subscribe.as_ref().expect("body");
+    broker.send(answer::success(body.request_id)).await;
+    broker.expect(Type::Flow).await;
+    body.consumer_id
+}
+
+/// Reads ACK frames until they named `n` entries; answers each as Apache
+/// Pulsar answers an ACK request if `answer`. Returns the entries.
+async fn acks(broker: &mut FakeBroker, n: usize, answer: bool) -> Vec<u64> {
+    let mut entries = Vec::new();
+    while entries.len() < n {
+        let frame = broker.recv().await.expect("the client's frames");
+        let Some(ack) = frame.command.ack else {
+            continue; // FLOWs in between
+        };
+        entries.extend(ack.message_id.iter().map(|i| i.entry_id));
+        let request = ack.request_id.expect("every ACK is a request");
+        if answer {
+            broker
+                .send(answer::ack_response(ack.consumer_id, request))
+                .await;
+        }
+    }
+    entries
+}
+
+/// Sends entries `entries` to consumer `id`, each with `text`.
+async fn send(
+    broker: &mut FakeBroker,
+    id: u64,
+    entries: std::ops::RangeInclusive<u64>,
+    text: &'static str,
+) {
+    for entry in entries {
+        broker
+            .send_frame(message(id, entry, text, Checksum::Valid))
+            .await;
+    }
+}
+
+/// Lets every task run until all are idle: the paused clock moves only
+/// then, so the consumer has taken in the broker's answers.
+async fn quiescent() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+/// Receives `n` messages; returns their entries.
+async fn received(consumer: &mut Consumer, n: usize) -> Vec<u64> {
+    let mut entries = Vec::new();
+    for _ in 0..n {
+        entries.push(consumer.receive().await.expect("receive").id().entry_id);
+    }
+    entries
+}
+
+#[tokio::test(start_paused = true)]
+async fn acked_messages_come_back_after_a_reset_once_the_broker_confirmed_the_acks() {
+    let net = FakeNetwork::new();
+    guard("reset after confirmed acks", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        send(&mut broker, id, 1..=3, "first").await;
+        for m in [1, 2, 3] {
+            let msg = consumer.receive().await.expect("receive");
+            assert_eq!(msg.id().entry_id, m);
+            consumer.ack(&msg).await.expect("ack");
+        }
+        assert_eq!(acks(&mut broker, 3, true).await, [1, 2, 3]);
+        quiescent().await;
+        // An operator resets the cursor to the start.
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        send(&mut broker, again, 1..=3, "again").await;
+        assert_eq!(received(&mut consumer, 3).await, [1, 2, 3]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reset_below_a_confirmed_cumulative_ack_brings_its_messages_back() {
+    let net = FakeNetwork::new();
+    guard("reset below a confirmed cumulative ack", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Exclusive).await;
+        send(&mut broker, id, 1..=3, "first").await;
+        assert_eq!(received(&mut consumer, 2).await, [1, 2]);
+        let third = consumer.receive().await.expect("receive");
+        consumer.ack_cumulative(&third).await.expect("ack");
+        assert_eq!(acks(&mut broker, 1, true).await, [3]);
+        quiescent().await;
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        send(&mut broker, again, 1..=3, "again").await;
+        assert_eq!(received(&mut consumer, 3).await, [1, 2, 3]);
+    })
+    .await;
+}
+
+// The broker closed the consumer before it answered the ACKs: they may be
+// lost, so the copies it sends are dropped and acked again, not handed out.
+#[tokio::test(start_paused = true)]
+async fn copies_of_acks_the_broker_did_not_confirm_are_dropped_and_acked_again() {
+    let net = FakeNetwork::new();
+    guard("reconnect before the acks were confirmed", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        send(&mut broker, id, 1..=3, "first").await;
+        for _ in 0..3 {
+            let msg = consumer.receive().await.expect("receive");
+            consumer.ack(&msg).await.expect("ack");
+        }
+        assert_eq!(acks(&mut broker, 3, false).await, [1, 2, 3]);
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        send(&mut broker, again, 1..=4, "again").await;
+        assert_eq!(received(&mut consumer, 1).await, [4], "1..3 dropped");
+        assert_eq!(
+            acks(&mut broker, 3, true).await,
+            [1, 2, 3],
+            "and acked again"
+        );
+    })
+    .await;
+}
