@@ -225,8 +225,9 @@ impl Position {
 
     /// The subscription was lost. A durable one resumes where the broker
     /// kept its cursor. A non-durable one resumes at the oldest message
-    /// still queued (dropped with the queue), `first_queued` (its id and
-    /// position), or else right after the last message handed out; and
+    /// still queued (dropped with the queue), `first_queued` (the earliest
+    /// id queued, a chunked message's first chunk included, and the queue
+    /// front's position), or else right after the last message handed out; and
     /// the broker is asked to start at `first_chunk`, the first chunk of
     /// the oldest chunked message being assembled (dropped too), or at the
     /// resume point of the reconnect before if nothing has been read from

@@ -154,3 +154,25 @@ async fn a_reader_across_reconnects_reads_a_half_assembled_message_once_and_noth
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_lost_with_a_chunked_message_queued_behind_a_later_one_reads_it_whole() {
+    let net = FakeNetwork::new();
+    guard("reader, chunked message queued behind m", async {
+        let (_client, mut reader, mut broker, id) = reader(&net).await;
+        // Nothing read yet: `m`, then `x` (completed at entry 3), queued.
+        for at in 1..=3 {
+            broker.send_frame(topic_entry(id, at)).await;
+        }
+        broker.send(close_consumer(id)).await;
+        let (id, start) = subscription(&mut broker).await;
+        assert_eq!(start, Some(1), "at the first chunk of the queued `x`");
+        for at in 1..=4 {
+            broker.send_frame(topic_entry(id, at)).await;
+        }
+        assert_eq!(next(&mut reader).await, (2, "m".into()));
+        assert_eq!(next(&mut reader).await, (1, "x0x1".into()));
+        assert_eq!(next(&mut reader).await, (4, "n".into()));
+    })
+    .await;
+}

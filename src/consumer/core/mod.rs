@@ -154,6 +154,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.queue.front()
     }
 
+    /// The earliest id queued for the application: the first chunk of a
+    /// chunked message queued behind messages stored after that chunk.
+    pub(crate) fn earliest_queued_id(&self) -> Option<MessageId> {
+        self.queue.earliest_id()
+    }
+
     /// The bytes the messages queued for the application hold (payload
     /// and bookkeeping, see [`QueuedBytes`]).
     pub(crate) fn queued_bytes(&self) -> usize {

@@ -188,6 +188,12 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         self.queue.front()
     }
 
+    /// The earliest id among the queued messages (a chunked message's is
+    /// its first chunk, which may come before messages queued ahead of it).
+    pub(crate) fn earliest_id(&self) -> Option<MessageId> {
+        self.queue.iter().map(|m| m.id).min()
+    }
+
     /// The bytes the oldest queued message holds.
     pub(crate) fn front_bytes(&self) -> Option<usize> {
         self.queue.front().map(|m| m.message.queued_bytes())

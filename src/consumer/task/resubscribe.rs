@@ -131,10 +131,15 @@ impl Driver {
         {
             let mut shelved = self.shelf.lock();
             let slot = &mut shelved.slots[index];
+            // Resume at the earliest id queued (a chunked message completed
+            // behind later ones starts before them), drop by the front's
+            // position (the queue is in delivery order).
+            let earliest = slot.core.earliest_queued_id();
             let queued = slot
                 .core
                 .first_queued()
-                .map(|q| (q.id, q.message.position()));
+                .zip(earliest)
+                .map(|(q, earliest)| (earliest, q.message.position()));
             let first_chunk = sub.chunks.first_pending();
             slot.position.on_reconnect(queued, first_chunk, durable);
             slot.core.on_reconnect();
