@@ -19,8 +19,8 @@ use super::consume::reconnect::close_consumer;
 use super::consume::{SERVICE, attach, subscribed_with};
 use super::hostile_entries::{entry, meta};
 use super::produce::{producer_built, send_of};
-use crate::common::fake_broker::{FakeBroker, FakeNetwork};
-use crate::common::guard;
+use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer};
+use crate::common::{guard, guard_for};
 
 /// Far in the future: no chunk is ever older than the expiry.
 const PUBLISHED: u64 = 4_102_444_800_000;
@@ -479,5 +479,66 @@ async fn chunking_with_batching_or_a_bad_chunk_size_is_refused_before_any_io() {
             );
         }
     })
+    .await;
+}
+
+// A message dropped from assembly for room keeps its first chunk unacked,
+// so its later chunks must stay unacked too: acked, they would never come
+// again and the message could never be assembled. As the Java client, they
+// wait for the message to come whole again (here after a reconnect).
+#[tokio::test(start_paused = true)]
+async fn the_later_chunks_of_a_message_dropped_for_room_stay_unacked_until_it_comes_whole() {
+    let net = FakeNetwork::new();
+    guard_for(
+        "evicted message's later chunks",
+        Duration::from_secs(600),
+        async {
+            let setup = |b| exclusive(b).max_pending_chunked_messages(1);
+            let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+            broker.send_frame(chunk(id, 1, "a", 0, 2)).await;
+            broker.send_frame(chunk(id, 2, "b", 0, 2)).await; // a is dropped
+            broker.send_frame(chunk(id, 3, "a", 1, 2)).await;
+            // Past the expiry of incomplete messages (60 s), then the broker
+            // closes the consumer: whatever is acked by then, a's chunks never.
+            let mut acked = Vec::new();
+            let close_at = tokio::time::Instant::now() + Duration::from_secs(61);
+            let mut closed = false;
+            let lookup = loop {
+                let frame = if closed {
+                    Ok(broker.recv().await)
+                } else {
+                    tokio::time::timeout_at(close_at, broker.recv()).await
+                };
+                let Ok(frame) = frame else {
+                    broker.send(close_consumer(id)).await;
+                    closed = true;
+                    continue;
+                };
+                let frame = frame.expect("the client's frames");
+                match frame.command.r#type() {
+                    Type::Ping => broker.send(wire::commands::pong()).await,
+                    Type::Ack => {
+                        let ack = frame.command.ack.expect("body");
+                        acked.extend(ack.message_id.iter().map(|i| i.entry_id));
+                    }
+                    Type::Lookup => break frame,
+                    _ => {}
+                }
+            };
+            // b, incomplete for 60 s, expired: its chunk is acked.
+            assert_eq!(acked, [2], "only b's chunk, never a's");
+            super::consume::reconnect::answer_lookup_here(&mut broker, &lookup).await;
+            let subscribe = broker.expect(Type::Subscribe).await;
+            let body = subscribe.command.subscribe.as_ref().expect("body");
+            broker.send(answer::success(body.request_id)).await;
+            let again = body.consumer_id;
+            flow(&mut broker).await;
+            for (at, chunk_id) in [(1, 0), (3, 1)] {
+                broker.send_frame(chunk(again, at, "a", chunk_id, 2)).await;
+            }
+            let a = consumer.receive().await.expect("a, whole");
+            assert_eq!(&a.payload()[..], b"a0a1");
+        },
+    )
     .await;
 }

@@ -20,7 +20,8 @@
 //! - at most `max_pending` messages are being assembled; a new first chunk
 //!   beyond that drops the oldest, whose chunks are acked if
 //!   `auto_ack_oldest_on_full`, else left unacked (held: the ack timeout,
-//!   if set, or a reconnect brings them back);
+//!   if set, or a reconnect brings them back), and so are its later chunks,
+//!   so the message can come whole again;
 //! - a message still incomplete `expiry` after its first chunk arrived is
 //!   dropped and its chunks acked (its producer is presumed gone);
 //! - a chunk seen before under the same id is ignored; one with a new id
@@ -162,8 +163,16 @@ pub(crate) struct ChunkAssembler {
     /// Chunks of no message (out of order), held until the expiry after
     /// they were dropped, oldest first.
     strays: VecDeque<(Instant, Vec<MessageId>)>,
+    /// Messages dropped for room with their chunks held: their later
+    /// chunks are held too (not strays), since the message comes whole
+    /// again once the held chunks are redelivered. Bounded, oldest
+    /// forgotten first (its later chunks then count as strays).
+    evicted: VecDeque<String>,
     released: Vec<Released>,
 }
+
+/// Messages dropped for room remembered at most, per partition.
+pub(super) const MAX_EVICTED: usize = 1024;
 
 impl ChunkAssembler {
     pub(crate) fn new(limits: ChunkLimits) -> Self {
@@ -175,6 +184,7 @@ impl ChunkAssembler {
             assembled: RememberedChunks::new(),
             remember: true,
             strays: VecDeque::new(),
+            evicted: VecDeque::new(),
             released: Vec::new(),
         }
     }
@@ -201,7 +211,12 @@ impl ChunkAssembler {
             return None;
         }
         let Some(pending) = self.pending.get_mut(&chunk.uuid) else {
-            self.out_of_order(now, wall_ms, &chunk, None);
+            if self.evicted.contains(&chunk.uuid) {
+                // Its message's first chunks are held: it comes whole again.
+                self.released.push(Released::Hold(vec![chunk.id]));
+            } else {
+                self.out_of_order(now, wall_ms, &chunk, None);
+            }
             return None;
         };
         let next = pending.ids.len();
@@ -267,6 +282,7 @@ impl ChunkAssembler {
                 self.released.push(Released::Ack(earlier.ids));
             }
         }
+        self.evicted.retain(|uuid| *uuid != chunk.uuid);
         if !self.could_fit(chunk) {
             warn!(
                 uuid = %chunk.uuid,
@@ -397,6 +413,7 @@ impl ChunkAssembler {
         self.pending.clear();
         self.order.clear();
         self.strays.clear();
+        self.evicted.clear();
         self.held = 0;
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::warn;
 
-use super::{Chunk, ChunkAssembler, Released};
+use super::{Chunk, ChunkAssembler, MAX_EVICTED, Released};
 use crate::message_id::MessageId;
 use crate::wire::Payload;
 
@@ -103,11 +103,15 @@ impl ChunkAssembler {
     /// `auto_ack_oldest_on_full`, else held.
     pub(super) fn drop_for_room(&mut self, uuid: &str) {
         let dropped = self.remove(uuid).map(|p| p.ids).unwrap_or_default();
-        self.released.push(if self.limits.auto_ack_oldest_on_full {
-            Released::Ack(dropped)
-        } else {
-            Released::Hold(dropped)
-        });
+        if self.limits.auto_ack_oldest_on_full {
+            self.released.push(Released::Ack(dropped));
+            return;
+        }
+        self.released.push(Released::Hold(dropped));
+        if self.evicted.len() == MAX_EVICTED {
+            self.evicted.pop_front();
+        }
+        self.evicted.push_back(uuid.to_owned());
     }
 
     /// Drops the oldest messages being assembled but `uuid` until `cost`
