@@ -315,3 +315,56 @@ async fn an_ack_made_while_the_consumer_closes_fails_rather_than_go_unsent() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_grouped_acks_of_a_topic_given_up_never_go_out_under_its_dead_id() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("grouped acks of a lost topic", async {
+        let subscribing = subscribing(&net, |b| {
+            b.topic(OTHER)
+                .subscription_type(SubscriptionType::Shared)
+                .ack_group_time(Duration::MAX)
+        });
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        metadata(&mut broker, 0).await;
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (id, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::success(request)).await;
+            broker.expect(Type::Flow).await;
+            ids.push(id);
+        }
+        let mut consumer = subscribing.await.expect("task").expect("subscribed");
+        broker
+            .send_frame(message(ids[1], 3, "other", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("receive");
+        consumer.ack(&m).await.expect("ack, grouped");
+        // The other topic is deleted while its ack waits in the group.
+        broker.send(close_consumer(ids[1])).await;
+        let lookup = broker.expect(Type::Lookup).await;
+        let gone = answer::error(request_id(&lookup), ServerError::TopicNotFound, "gone");
+        broker.send(gone).await;
+        let lost = consumer.receive().await;
+        assert!(matches!(lost, Err(ConsumerError::Lost { .. })), "{lost:?}");
+        let script = async {
+            loop {
+                let frame = broker.recv().await.expect("the client's frames");
+                if let Some(ack) = &frame.command.ack {
+                    assert_ne!(ack.consumer_id, ids[1], "an ACK under a dead consumer id");
+                }
+                if let Some(close) = &frame.command.close_consumer {
+                    assert_eq!(close.consumer_id, ids[0]);
+                    broker.send(answer::success(close.request_id)).await;
+                    return;
+                }
+            }
+        };
+        let (closed, ()) = tokio::join!(consumer.close(), script);
+        closed.expect("closed");
+    })
+    .await;
+}

@@ -314,9 +314,12 @@ impl Driver {
 
     /// Sends the grouped individual acks of sub `index` in one ACK frame.
     /// Not while it subscribes again: they go out under the new consumer
-    /// id once subscribed (never with the old id on the old connection).
+    /// id once subscribed (never with the old id on the old connection);
+    /// never for a sub whose topic is gone or that was given up (no
+    /// consumer on the broker has its id).
     pub(super) async fn flush_acks(&mut self, index: usize) {
-        let resubscribing = self.resubscribes.is_running(index) || self.subs[index].removed;
+        let sub = &self.subs[index];
+        let resubscribing = self.resubscribes.is_running(index) || sub.removed || sub.lost;
         let sub = &mut self.subs[index];
         sub.flush_at = None;
         if resubscribing {
