@@ -131,3 +131,29 @@ async fn copies_of_acks_the_broker_did_not_confirm_are_dropped_and_acked_again()
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_receipts_a_reset_below_a_confirmed_cumulative_ack_brings_its_messages_back() {
+    let net = FakeNetwork::new();
+    guard(
+        "reset below a cumulative ack confirmed by its receipt",
+        async {
+            let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+                b.subscription_type(SubscriptionType::Exclusive)
+                    .ack_receipts(true)
+            })
+            .await;
+            send(&mut broker, id, 1..=3, "first").await;
+            assert_eq!(received(&mut consumer, 2).await, [1, 2]);
+            let third = consumer.receive().await.expect("receive");
+            let (ok, entries) =
+                tokio::join!(consumer.ack_cumulative(&third), acks(&mut broker, 1, true));
+            ok.expect("ack");
+            assert_eq!(entries, [3]);
+            let again = closed_and_subscribed_again(&mut broker, id).await;
+            send(&mut broker, again, 1..=3, "again").await;
+            assert_eq!(received(&mut consumer, 3).await, [1, 2, 3]);
+        },
+    )
+    .await;
+}

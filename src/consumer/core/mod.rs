@@ -366,6 +366,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.acked.confirm(mark);
     }
 
+    /// The broker answered the ACKs of one pass, which carried the acks
+    /// recorded after the mark `after` up to the mark `upto`: those are
+    /// applied, whether or not the ACKs of earlier passes were answered.
+    pub(crate) fn acks_confirmed_between(&mut self, after: u64, upto: u64) {
+        self.acked.confirm_range(after, upto);
+    }
+
     /// Whether an [`Action::Ack`] waits to be polled.
     pub(crate) fn has_queued_acks(&self) -> bool {
         self.actions.has_acks()

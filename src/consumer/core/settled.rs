@@ -47,8 +47,8 @@ pub(crate) struct AckMemory {
     recent: RecentAcks,
     /// The stamp of the last ack recorded.
     last: Stamp,
-    /// Every ack stamped at or below it is confirmed by the broker.
-    confirmed: Stamp,
+    /// The stamps the broker confirmed.
+    confirmed: Confirmed,
 }
 
 impl AckMemory {
@@ -58,7 +58,7 @@ impl AckMemory {
             settled: Settled::new(capacity),
             recent: RecentAcks::new(capacity),
             last: 0,
-            confirmed: 0,
+            confirmed: Confirmed::default(),
         }
     }
 
@@ -104,15 +104,24 @@ impl AckMemory {
     /// `mark` (from [`mark`](Self::mark)): every ack stamped at or below it
     /// is applied.
     pub(crate) fn confirm(&mut self, mark: Stamp) {
-        self.confirmed = self.confirmed.max(mark.min(self.last));
+        self.confirmed.add(0, mark.min(self.last));
+        self.settled.prune_floors(&self.confirmed);
+    }
+
+    /// The broker answered the ACKs that carried the acks stamped after
+    /// `after` up to `upto` (the acks of one pass, sent together): those
+    /// are applied, whatever became of the ACKs sent before them.
+    pub(crate) fn confirm_range(&mut self, after: Stamp, upto: Stamp) {
+        self.confirmed.add(after, upto.min(self.last));
+        self.settled.prune_floors(&self.confirmed);
     }
 
     /// The connection was lost: the confirmed acks are forgotten (a copy of
     /// theirs comes only from a rewind, and is handed out); the others,
     /// and the recent acks of held messages, drop their copies from now on.
     pub(crate) fn on_reconnect(&mut self) {
-        self.settled.keep_unconfirmed(self.confirmed);
-        self.recent.settle_into(&mut self.settled, self.confirmed);
+        self.settled.keep_unconfirmed(&self.confirmed);
+        self.recent.settle_into(&mut self.settled, &self.confirmed);
     }
 
     /// The subscription was moved (a seek): acked messages may come again
@@ -120,6 +129,61 @@ impl AckMemory {
     pub(crate) fn forget(&mut self) {
         self.settled.clear();
         self.recent.ids.clear();
+    }
+}
+
+/// The stamps the broker confirmed: every one up to `upto`, and ranges
+/// past it whose answers came before those of earlier ACKs.
+#[derive(Debug, Default)]
+struct Confirmed {
+    upto: Stamp,
+    /// `(after, upto]` ranges past `upto`, at most [`MAX_RANGES`].
+    ranges: Vec<(Stamp, Stamp)>,
+}
+
+/// Cumulative acks remembered per connection (those in flight, in effect:
+/// the confirmed ones before the last are forgotten); past it the oldest
+/// is forgotten, which can only drop a rewind's copy.
+const MAX_FLOORS: usize = 1024;
+
+/// Confirmed ranges kept past a gap (an ACK never answered); the oldest
+/// is forgotten first, which can only bring a duplicate.
+const MAX_RANGES: usize = 64;
+
+impl Confirmed {
+    /// The stamps after `after` up to `upto` are confirmed.
+    fn add(&mut self, after: Stamp, upto: Stamp) {
+        if upto <= self.upto {
+            return;
+        }
+        if after > self.upto {
+            if self.ranges.len() == MAX_RANGES {
+                self.ranges.remove(0);
+            }
+            self.ranges.push((after, upto));
+            return;
+        }
+        self.upto = upto;
+        // Ranges that now join the contiguous part.
+        loop {
+            let mut joined = self.upto;
+            self.ranges.retain(|&(a, b)| {
+                if a <= joined {
+                    joined = joined.max(b);
+                    false
+                } else {
+                    true
+                }
+            });
+            if joined == self.upto {
+                return;
+            }
+            self.upto = joined;
+        }
+    }
+
+    fn contains(&self, stamp: Stamp) -> bool {
+        stamp <= self.upto || self.ranges.iter().any(|&(a, b)| a < stamp && stamp <= b)
     }
 }
 
@@ -149,11 +213,11 @@ impl RecentAcks {
         self.ids.push_back((id, stamp));
     }
 
-    /// Moves every id not confirmed (stamped after `confirmed`) into
-    /// `settled`, as unconfirmed at a reconnect; forgets the others.
-    fn settle_into(&mut self, settled: &mut Settled, confirmed: Stamp) {
+    /// Moves every id not confirmed into `settled`, as unconfirmed at a
+    /// reconnect; forgets the others.
+    fn settle_into(&mut self, settled: &mut Settled, confirmed: &Confirmed) {
         for (id, stamp) in self.ids.drain(..) {
-            if stamp > confirmed {
+            if !confirmed.contains(stamp) {
                 settled.insert(id, UNCONFIRMED_AT_RECONNECT);
             }
         }
@@ -163,8 +227,13 @@ impl RecentAcks {
 /// Ids the application settled outside the held set, with their stamps.
 #[derive(Debug)]
 struct Settled {
-    /// Everything at or before it is acked (the highest cumulative ack).
-    floor: Option<(MessageId, Stamp)>,
+    /// The cumulative acks of this connection, rising, from the last one
+    /// the broker confirmed on: everything at or before the last is acked.
+    floors: VecDeque<(MessageId, Stamp)>,
+    /// Unconfirmed when a connection was lost: the messages after the
+    /// first (if any) up to the second are acked, and their ACK may have
+    /// been lost with it.
+    unconfirmed_floor: Option<(Option<MessageId>, MessageId)>,
     order: VecDeque<MessageId>,
     ids: HashMap<MessageId, Stamp, IdBuildHasher>,
     capacity: usize,
@@ -174,7 +243,8 @@ impl Settled {
     /// Remembers at most `capacity` individually acked ids (at least 1).
     fn new(capacity: usize) -> Self {
         Self {
-            floor: None,
+            floors: VecDeque::new(),
+            unconfirmed_floor: None,
             order: VecDeque::new(),
             ids: HashMap::default(),
             capacity: capacity.max(1),
@@ -197,8 +267,22 @@ impl Settled {
 
     /// Everything up to and including `upto` is acked.
     fn cumulative(&mut self, upto: MessageId, stamp: Stamp) {
-        if self.floor.is_none_or(|(floor, _)| floor < upto) {
-            self.floor = Some((upto, stamp));
+        if self.floors.back().is_none_or(|(floor, _)| *floor < upto) {
+            if self.floors.len() == MAX_FLOORS {
+                self.floors.pop_front();
+            }
+            self.floors.push_back((upto, stamp));
+        }
+    }
+
+    /// Forgets the cumulative acks before the last confirmed one.
+    fn prune_floors(&mut self, confirmed: &Confirmed) {
+        while self
+            .floors
+            .get(1)
+            .is_some_and(|(_, s)| confirmed.contains(*s))
+        {
+            self.floors.pop_front();
         }
     }
 
@@ -206,24 +290,43 @@ impl Settled {
     /// if chunked), is known to be acked: the cumulative floor covers it
     /// only from its position on, since it is delivered there.
     fn covers(&self, id: MessageId, position: MessageId) -> bool {
-        self.floor.is_some_and(|(floor, _)| position <= floor)
+        self.floors
+            .back()
+            .is_some_and(|(floor, _)| position <= *floor)
+            || self
+                .unconfirmed_floor
+                .is_some_and(|(after, upto)| after.is_none_or(|a| a < position) && position <= upto)
             || (!self.ids.is_empty()
                 && (self.ids.contains_key(&id)
                     || (id.is_batch_member() && self.ids.contains_key(&id.entry()))))
     }
 
-    /// Forgets the acks stamped at or before `confirmed`; the others are
-    /// marked unconfirmed at a reconnect.
-    fn keep_unconfirmed(&mut self, confirmed: Stamp) {
-        if self.floor.is_some_and(|(_, stamp)| stamp <= confirmed) {
-            self.floor = None;
-        } else if let Some((_, stamp)) = &mut self.floor {
-            *stamp = UNCONFIRMED_AT_RECONNECT;
+    /// Forgets the confirmed acks; the others are marked unconfirmed at a
+    /// reconnect.
+    fn keep_unconfirmed(&mut self, confirmed: &Confirmed) {
+        // The last confirmed cumulative ack bounds what may have been lost.
+        let applied = self
+            .floors
+            .iter()
+            .rev()
+            .find(|(_, s)| confirmed.contains(*s))
+            .map(|(upto, _)| *upto);
+        if let Some(&(upto, stamp)) = self.floors.back() {
+            if !confirmed.contains(stamp) {
+                let range = match self.unconfirmed_floor {
+                    // Lost again: both ranges, as one (at worst, a copy of
+                    // a confirmed message between them is dropped).
+                    Some((after, before)) => (after.min(applied), before.max(upto)),
+                    None => (applied, upto),
+                };
+                self.unconfirmed_floor = Some(range);
+            }
         }
+        self.floors.clear();
         if self.ids.is_empty() {
             return;
         }
-        self.ids.retain(|_, stamp| *stamp > confirmed);
+        self.ids.retain(|_, stamp| !confirmed.contains(*stamp));
         for stamp in self.ids.values_mut() {
             *stamp = UNCONFIRMED_AT_RECONNECT;
         }
@@ -232,7 +335,8 @@ impl Settled {
     }
 
     fn clear(&mut self) {
-        self.floor = None;
+        self.floors.clear();
+        self.unconfirmed_floor = None;
         self.order.clear();
         self.ids.clear();
     }
@@ -337,6 +441,43 @@ mod tests {
         memory.confirm(memory.mark());
         memory.on_reconnect();
         assert!(!acked(&memory, 1));
+    }
+
+    #[test]
+    fn a_pass_confirmed_before_an_earlier_one_is_confirmed_alone() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_held(id(1));
+        let first = memory.mark();
+        memory.acked_held(id(2));
+        // The second pass's ACK is answered; the first one's never is.
+        memory.confirm_range(first, memory.mark());
+        memory.on_reconnect();
+        assert!(acked(&memory, 1), "never confirmed");
+        assert!(!acked(&memory, 2), "confirmed on its own");
+    }
+
+    #[test]
+    fn confirmed_ranges_join_the_watermark_when_the_gap_fills() {
+        let mut confirmed = Confirmed::default();
+        confirmed.add(2, 3);
+        confirmed.add(4, 6);
+        assert!(!confirmed.contains(1) && confirmed.contains(3) && !confirmed.contains(4));
+        confirmed.add(0, 2);
+        assert_eq!((confirmed.upto, confirmed.ranges.len()), (3, 1));
+        confirmed.add(3, 4);
+        assert_eq!((confirmed.upto, confirmed.ranges.len()), (6, 0));
+    }
+
+    #[test]
+    fn a_cumulative_ack_in_flight_at_a_reconnect_keeps_only_what_it_adds() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_cumulative(id(5));
+        memory.confirm(memory.mark());
+        memory.acked_cumulative(id(9));
+        memory.on_reconnect();
+        assert!((1..=5).all(|n| !acked(&memory, n)), "confirmed up to 5");
+        assert!((6..=9).all(|n| acked(&memory, n)), "maybe lost: 6 to 9");
+        assert!(!acked(&memory, 10));
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub(super) struct Flight {
     /// The core's ack mark its answers confirm: every ack recorded up to
     /// it was sent by the time this flight's ACKs were.
     pub(super) mark: u64,
+    /// With receipts, the mark at the pass before: this flight carries the
+    /// acks recorded after it, so its answers confirm those alone, even
+    /// before the answers of earlier flights.
+    pub(super) after: Option<u64>,
 }
 
 impl Flight {
@@ -202,12 +206,15 @@ impl Driver {
         };
         match result {
             Ok(()) => {
-                // Answers may come out of order across flights: a mark is
-                // confirmed once no older flight waits.
-                if sub.acks.in_flight.values().all(|f| f.mark >= flight.mark) {
-                    self.shelf.lock().slots[index]
-                        .core
-                        .acks_confirmed(flight.mark);
+                let core = &mut self.shelf.lock().slots[index].core;
+                match flight.after {
+                    Some(after) => core.acks_confirmed_between(after, flight.mark),
+                    // Answers may come out of order across flights: a mark
+                    // is confirmed once no older flight waits.
+                    None if sub.acks.in_flight.values().all(|f| f.mark >= flight.mark) => {
+                        core.acks_confirmed(flight.mark);
+                    }
+                    None => {}
                 }
                 flight.answer(|| Ok(()));
             }

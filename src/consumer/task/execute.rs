@@ -137,6 +137,7 @@ impl Driver {
         self.confirm_when_answered(index, answers, mark);
         let sub = &mut self.subs[index];
         flight.mark = mark;
+        flight.after = Some(passed_before);
         if flight.acks.is_empty() {
             // Nothing sent: the replies wait (they come with an ACK).
             sub.acks.next.append(&mut flight.replies);
