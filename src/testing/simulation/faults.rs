@@ -90,8 +90,9 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
                 all.push(None);
                 all.len() - 1
             };
-            let stage = stage.clone();
-            tokio::spawn(async move {
+            let joining = stage.clone();
+            let rejoin = tokio::spawn(async move {
+                let stage = joining;
                 if let Err(e) = consumer.close().await {
                     stage
                         .journal()
@@ -104,6 +105,11 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
                         .violation(format!("consumer {next} could not join: {e}")),
                 }
             });
+            stage
+                .rejoins
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(rejoin);
         }
     }
 }

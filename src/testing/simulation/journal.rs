@@ -77,6 +77,16 @@ pub(crate) struct MemberCopy {
     pub(crate) acked_before: usize,
 }
 
+/// A message the reader read.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadMessage {
+    pub(crate) topic: String,
+    pub(crate) id: MessageId,
+    /// Where it is delivered: its id, or a chunked message's last chunk.
+    pub(crate) position: MessageId,
+    pub(crate) name: String,
+}
+
 /// The journal of one seed.
 #[derive(Debug, Default)]
 pub(crate) struct Journal {
@@ -124,7 +134,7 @@ pub(crate) struct Journal {
     /// cumulative ack (partition topic → ids with names).
     pub(crate) open: HashMap<(usize, String), Vec<(MessageId, String)>>,
     /// What the reader read: (partition topic, id, name).
-    pub(crate) read: Vec<(String, MessageId, String)>,
+    pub(crate) read: Vec<ReadMessage>,
     /// Hand-outs in all.
     pub(crate) handed: u64,
     /// The id of every message stored, once the run ended.
@@ -367,10 +377,12 @@ impl Journal {
                     OrderBy::Key => format!("{topic}/{}", msg.key().unwrap_or("")),
                 };
                 let slot = (instance, epoch, order_key);
+                // A chunked message is delivered where its last chunk is.
+                let position = msg.position();
                 if let Some(before) = self.last.get(&slot) {
                     // After a rewind the messages received before it may
                     // still come first: one step back is the rewind.
-                    let back = key_of(&id) <= key_of(before);
+                    let back = key_of(&position) <= key_of(before);
                     if back && !(epoch > 0 && self.stepped_back.insert(slot.clone())) {
                         self.violation(format!(
                             "consumer {instance} was handed {name} ({id}) after {before}: out of order on {}",
@@ -378,7 +390,7 @@ impl Journal {
                         ));
                     }
                 }
-                self.last.insert(slot, id);
+                self.last.insert(slot, position);
             }
         }
         self.open
@@ -463,9 +475,12 @@ impl Journal {
         self.tick();
         let id = msg.id();
         match name_of(msg.payload()) {
-            Some(name) => self
-                .read
-                .push((msg.topic().to_owned(), id, name.to_owned())),
+            Some(name) => self.read.push(ReadMessage {
+                topic: msg.topic().to_owned(),
+                id,
+                position: msg.position(),
+                name: name.to_owned(),
+            }),
             None => self.violation(format!(
                 "the reader was handed a fragment or a stranger at {id} ({} bytes)",
                 msg.payload().len()

@@ -325,13 +325,17 @@ impl Simulation {
         if self.trace {
             journal.keep_log();
         }
-        let client = match builder.build().await {
-            Ok(client) => client,
-            Err(e) => {
-                journal.violation(format!("the client was not built: {e}"));
-                return (journal, Vec::new());
+        let mut clients = Vec::new();
+        for _ in 0..=workload.producers {
+            match builder.clone().build().await {
+                Ok(client) => clients.push(client),
+                Err(e) => {
+                    journal.violation(format!("the client was not built: {e}"));
+                    return (journal, Vec::new());
+                }
             }
-        };
+        }
+        let client = clients.remove(0);
         let topics: Vec<String> = match workload.partitions {
             0 => vec![TOPIC.to_owned()],
             n => (0..n).map(|i| format!("{TOPIC}-partition-{i}")).collect(),
@@ -341,9 +345,11 @@ impl Simulation {
             workload,
             broker,
             client,
+            producer_clients: clients,
             topic: TOPIC.to_owned(),
             journal: Mutex::new(journal),
             consumers: Mutex::new(Vec::new()),
+            rejoins: Mutex::new(Vec::new()),
             handler: self.handler.clone(),
         });
 
@@ -410,6 +416,10 @@ impl Simulation {
             tokio::time::sleep(SETTLE_POLL).await;
         }
         injecting.abort();
+        let rejoins = std::mem::take(&mut *stage.rejoins.lock().unwrap_or_else(|e| e.into_inner()));
+        for rejoin in rejoins {
+            let _ = rejoin.await;
+        }
 
         for (instance, consumer) in stage.live_consumers() {
             if let Err(e) = consumer.close().await {
@@ -430,6 +440,9 @@ impl Simulation {
             }
         }
         stage.client.close().await;
+        for client in &stage.producer_clients {
+            client.close().await;
+        }
         oracle::check(&stage, &topics);
         let stored = stage
             .broker

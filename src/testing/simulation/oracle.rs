@@ -8,7 +8,7 @@ use crate::testing::model::topic::Entry;
 use crate::testing::model::{Model, stored};
 use crate::testing::record::EventKind;
 
-use super::journal::name_of;
+use super::journal::{ReadMessage, name_of};
 use super::roles::{SUBSCRIPTION, Stage};
 
 /// One message the broker stored: where, and the name it carries.
@@ -174,7 +174,7 @@ pub(crate) fn unsettled(stage: &Stage, topics: &[String]) -> Option<String> {
         let seen: HashSet<(&str, MessageId)> = journal
             .read
             .iter()
-            .map(|(t, id, _)| (t.as_str(), *id))
+            .map(|r| (r.topic.as_str(), r.id))
             .collect();
         kept.iter()
             .filter(|k| !seen.contains(&(k.topic.as_str(), k.id)))
@@ -342,17 +342,23 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
 
     // The reader read every stored message once, in order per partition.
     if stage.workload.reader {
-        let mut per_topic: BTreeMap<&str, Vec<MessageId>> = BTreeMap::new();
-        for (topic, id, _) in &journal.read {
-            per_topic.entry(topic).or_default().push(*id);
+        // In the order of their positions (a chunked message's last chunk).
+        let mut per_topic: BTreeMap<&str, Vec<&ReadMessage>> = BTreeMap::new();
+        for r in &journal.read {
+            per_topic.entry(&r.topic).or_default().push(r);
         }
-        for (topic, ids) in &per_topic {
-            for pair in ids.windows(2) {
+        for (topic, reads) in &per_topic {
+            for pair in reads.windows(2) {
                 let key = |i: &MessageId| (i.ledger_id, i.entry_id, i.batch_index);
-                if key(&pair[1]) <= key(&pair[0]) {
+                if key(&pair[1].position) <= key(&pair[0].position) {
                     violations.push(format!(
-                        "the reader read {topic} {} after {}",
-                        pair[1], pair[0]
+                        "the reader read {topic} {} ({} at {}) after {} ({} at {})",
+                        pair[1].name,
+                        pair[1].id,
+                        pair[1].position,
+                        pair[0].name,
+                        pair[0].id,
+                        pair[0].position
                     ));
                 }
             }
@@ -360,7 +366,7 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
         let read: HashSet<(&str, MessageId)> = journal
             .read
             .iter()
-            .map(|(t, id, _)| (t.as_str(), *id))
+            .map(|r| (r.topic.as_str(), r.id))
             .collect();
         for k in &kept {
             if !read.contains(&(k.topic.as_str(), k.id)) {

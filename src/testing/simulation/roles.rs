@@ -31,11 +31,19 @@ pub(crate) struct Stage {
     pub(crate) seed: u64,
     pub(crate) workload: Workload,
     pub(crate) broker: TestBroker,
+    /// The consumers' and the reader's client.
     pub(crate) client: Client,
+    /// One client per producer, each with its connection of its own, so
+    /// the chunks of one producer's messages interleave with the other's
+    /// messages as they do with producers on separate machines.
+    pub(crate) producer_clients: Vec<Client>,
     pub(crate) topic: String,
     pub(crate) journal: Mutex<Journal>,
     /// The live consumer instances (index = instance number).
     pub(crate) consumers: Mutex<Vec<Option<Consumer>>>,
+    /// Rejoins under way (a consumer closing, then a new one subscribing):
+    /// awaited before the clients close, so none meets a closed client.
+    pub(crate) rejoins: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The application's own handler, run in place of the simulation's.
     pub(crate) handler: Option<Handler>,
 }
@@ -344,8 +352,7 @@ impl Stage {
     pub(crate) async fn produce(self: Arc<Self>, index: usize) -> Option<Producer> {
         let w = &self.workload;
         let chunking = index == 0 && w.chunk_every > 0;
-        let producer = self
-            .client
+        let producer = self.producer_clients[index]
             .producer(&self.topic)
             .batching(w.batching && !chunking)
             .chunking(chunking)
