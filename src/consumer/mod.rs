@@ -116,6 +116,9 @@ pub struct Consumer {
     /// taken there directly when they can be (see `task/shelf.rs`).
     shelf: Arc<task::Shelf>,
     pending: Option<oneshot::Receiver<Result<Message, ConsumerError>>>,
+    /// The answer of a batch receive asked for and not read yet (its
+    /// future dropped): the next batch receive reads it.
+    pending_batch: Option<oneshot::Receiver<Result<Messages, ConsumerError>>>,
     subscription_type: SubscriptionType,
     /// The topics (partitions) read now; the task updates them.
     topics: watch::Receiver<Arc<task::TopicsRead>>,
@@ -137,6 +140,7 @@ impl Clone for Consumer {
             commands: self.commands.clone(),
             shelf: self.shelf.clone(),
             pending: None,
+            pending_batch: None,
             subscription_type: self.subscription_type,
             topics: self.topics.clone(),
             activity: self.activity.clone(),
@@ -255,6 +259,7 @@ impl ConsumerBuilder {
             commands,
             shelf,
             pending: None,
+            pending_batch: None,
             subscription_type: self.options.subscription_type,
             topics: names,
             activity,
@@ -469,7 +474,9 @@ impl Consumer {
     /// Each message is taken when the batch is returned: that is when its
     /// ack timeout starts and its permit is given back, as for
     /// [`receive`](Self::receive). Ack the batch with
-    /// [`ack_all`](Self::ack_all).
+    /// [`ack_all`](Self::ack_all). Cancel-safe: a batch answered for a
+    /// call dropped before it returned (under `select!` or a timeout) is
+    /// returned by the next call.
     ///
     /// # Errors
     /// [`ConsumerError::BatchReceiveOnZeroQueue`] with a zero receiver
@@ -499,7 +506,28 @@ impl Consumer {
     /// # Ok(()) }
     /// ```
     pub async fn receive_batch(&mut self) -> Result<Messages, ConsumerError> {
-        self.ask(task::Command::ReceiveBatch).await
+        std::future::poll_fn(|cx| self.poll_receive_batch(cx)).await
+    }
+
+    /// Polls for the next batch; an answer not read before the future was
+    /// dropped is kept for the next call (cancel-safe, as `receive`).
+    fn poll_receive_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Messages, ConsumerError>> {
+        let pending = match &mut self.pending_batch {
+            Some(pending) => pending,
+            None => {
+                let (reply, answer) = oneshot::channel();
+                if let Err(e) = self.send(task::Command::ReceiveBatch(reply)) {
+                    return Poll::Ready(Err(e));
+                }
+                self.pending_batch.insert(answer)
+            }
+        };
+        let result = ready!(Pin::new(pending).poll(cx));
+        self.pending_batch = None;
+        Poll::Ready(result.unwrap_or_else(|_| Err(self.gone())))
     }
 
     /// Acknowledges every message of `messages` (e.g. a

@@ -30,6 +30,7 @@ fn handle(panics: bool) -> Consumer {
         commands,
         shelf: Arc::new(task::Shelf::closed()),
         pending: None,
+        pending_batch: None,
         subscription_type: SubscriptionType::Shared,
         topics: watch::channel(Arc::default()).1,
         activity,

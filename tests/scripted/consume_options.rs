@@ -386,6 +386,39 @@ async fn a_batch_receive_returns_what_is_queued_at_its_timeout() {
     .await;
 }
 
+// Cancel-safe: a batch answered for a `receive_batch()` dropped before it
+// read the answer (under `select!` or a timeout) goes to the next call;
+// its messages are held by the consumer and were otherwise never handed out.
+#[tokio::test(start_paused = true)]
+async fn a_batch_answered_for_a_dropped_batch_receive_goes_to_the_next_one() {
+    let net = FakeNetwork::new();
+    guard("dropped batch receive", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.batch_receive_policy(BatchReceivePolicy {
+                max_messages: Some(2),
+                max_bytes: None,
+                timeout: Some(Duration::from_secs(1)),
+            })
+        })
+        .await;
+        for entry in [1, 2] {
+            broker
+                .send_frame(message(id, entry, "m", Checksum::Valid))
+                .await;
+        }
+        {
+            let mut dropped = Box::pin(consumer.receive_batch());
+            assert!(futures::poll!(&mut dropped).is_pending(), "asked the task");
+            // Every task runs until idle: the task answers the full batch.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let batch = consumer.receive_batch().await.expect("batch");
+        let entries: Vec<u64> = batch.iter().map(|m| m.id().entry_id).collect();
+        assert_eq!(entries, [1, 2]);
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn ack_all_with_batch_index_ack_sends_one_frame_with_each_entrys_ack_set() {
     let net = FakeNetwork::new();
