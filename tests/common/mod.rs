@@ -98,6 +98,14 @@ pub async fn guard_for<F: Future>(what: &str, limit: Duration, f: F) -> F::Outpu
     }
 }
 
+/// Returns once every task of this runtime is idle. For tests on tokio's
+/// paused clock only: the clock moves (by the smallest step, 1 ms) only
+/// when nothing else can run, so this waits for exactly that event, never
+/// for wall time.
+pub async fn until_idle() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
 /// Everything `tracing` prints at TRACE while `f` runs on this thread
 /// (plain text, every field). Run it in a current-thread runtime so the
 /// connection tasks log here too.

@@ -410,7 +410,7 @@ async fn a_batch_answered_for_a_dropped_batch_receive_goes_to_the_next_one() {
             let mut dropped = Box::pin(consumer.receive_batch());
             assert!(futures::poll!(&mut dropped).is_pending(), "asked the task");
             // Every task runs until idle: the task answers the full batch.
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            crate::common::until_idle().await;
         }
         let batch = consumer.receive_batch().await.expect("batch");
         let entries: Vec<u64> = batch.iter().map(|m| m.id().entry_id).collect();

@@ -53,12 +53,6 @@ async fn send(
     }
 }
 
-/// Lets every task run until all are idle: the paused clock moves only
-/// then, so the consumer has taken in the broker's answers.
-async fn quiescent() {
-    tokio::time::sleep(Duration::from_millis(1)).await;
-}
-
 /// Receives `n` messages; returns their entries.
 async fn received(consumer: &mut Consumer, n: usize) -> Vec<u64> {
     let mut entries = Vec::new();
@@ -80,7 +74,8 @@ async fn acked_messages_come_back_after_a_reset_once_the_broker_confirmed_the_ac
             consumer.ack(&msg).await.expect("ack");
         }
         assert_eq!(acks(&mut broker, 3, true).await, [1, 2, 3]);
-        quiescent().await;
+        // The consumer has taken in the broker's answers.
+        crate::common::until_idle().await;
         // An operator resets the cursor to the start.
         let again = closed_and_subscribed_again(&mut broker, id).await;
         send(&mut broker, again, 1..=3, "again").await;
@@ -99,7 +94,8 @@ async fn a_reset_below_a_confirmed_cumulative_ack_brings_its_messages_back() {
         let third = consumer.receive().await.expect("receive");
         consumer.ack_cumulative(&third).await.expect("ack");
         assert_eq!(acks(&mut broker, 1, true).await, [3]);
-        quiescent().await;
+        // The consumer has taken in the broker's answers.
+        crate::common::until_idle().await;
         let again = closed_and_subscribed_again(&mut broker, id).await;
         send(&mut broker, again, 1..=3, "again").await;
         assert_eq!(received(&mut consumer, 3).await, [1, 2, 3]);

@@ -95,7 +95,7 @@ async fn one_message(
 /// This thread's live heap once every task is idle (the paused clock
 /// moves only then).
 async fn settled_heap() -> isize {
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    crate::common::until_idle().await;
     live_bytes()
 }
 
