@@ -26,7 +26,7 @@ mod lifecycle;
 #[path = "consume_options.rs"]
 mod options;
 #[path = "consume_outside_rewind.rs"]
-mod outside_rewind;
+pub(crate) mod outside_rewind;
 #[path = "consume_reconnect.rs"]
 pub(crate) mod reconnect;
 #[path = "consume_rewind.rs"]

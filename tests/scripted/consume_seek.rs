@@ -150,14 +150,7 @@ async fn after_a_seek_a_rewind_made_elsewhere_delivers_what_lies_before_the_targ
         let (again, _) = subscribed_again(&mut broker, id).await;
         // An admin resets the cursor to 1:5: Apache Pulsar closes the
         // consumer, which subscribes again, and sends from there.
-        broker.send(super::reconnect::close_consumer(again)).await;
-        let lookup = broker.expect(Type::Lookup).await;
-        super::reconnect::answer_lookup_here(&mut broker, &lookup).await;
-        let subscribe = broker.expect(Type::Subscribe).await;
-        let body = subscribe.command.subscribe.as_ref().expect("body");
-        let rewound = body.consumer_id;
-        broker.send(answer::success(body.request_id)).await;
-        broker.expect(Type::Flow).await;
+        let rewound = super::outside_rewind::closed_and_subscribed_again(&mut broker, again).await;
         broker.send_frame(batch_message(rewound, 5, 3)).await;
         broker
             .send_frame(message(rewound, 6, "plain", Checksum::Valid))
