@@ -47,7 +47,7 @@ async fn subscribe_again(broker: &mut FakeBroker) -> u64 {
 }
 
 /// A MESSAGE frame carrying one batch of `size` members as entry `entry`.
-fn batch(consumer: u64, entry: u64, size: i32) -> Frame {
+pub(super) fn batch(consumer: u64, entry: u64, size: i32) -> Frame {
     let mut data = bytes::BytesMut::new();
     for i in 0..size {
         let meta = proto::SingleMessageMetadata {

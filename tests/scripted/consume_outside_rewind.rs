@@ -153,3 +153,96 @@ async fn with_receipts_a_reset_below_a_confirmed_cumulative_ack_brings_its_messa
     )
     .await;
 }
+
+/// Reads ACK frames of entry 1 (batch index acks: its `ack_set` has a
+/// bit set for each member still unacked) until they acked `members`;
+/// answers each as Apache Pulsar answers an ACK request if `answer`.
+async fn member_acks(broker: &mut FakeBroker, members: &[u32], answer: bool) {
+    let mut acked = std::collections::BTreeSet::new();
+    while !members.iter().all(|m| acked.contains(m)) {
+        let frame = broker.recv().await.expect("the client's frames");
+        let Some(ack) = frame.command.ack else {
+            continue; // FLOWs in between
+        };
+        for id in &ack.message_id {
+            assert_eq!(id.entry_id, 1, "only entry 1 is acked");
+            let unacked = id.ack_set.first().copied().unwrap_or(0);
+            acked.extend((0..3).filter(|m| unacked & (1 << m) == 0));
+        }
+        let request = ack.request_id.expect("every ACK is a request");
+        if answer {
+            broker
+                .send(answer::ack_response(ack.consumer_id, request))
+                .await;
+        }
+    }
+    assert_eq!(
+        acked.into_iter().collect::<Vec<_>>(),
+        members,
+        "only these members acked"
+    );
+}
+
+/// Receives `n` messages; returns their batch indexes.
+async fn received_members(consumer: &mut Consumer, n: usize) -> Vec<i32> {
+    let mut members = Vec::new();
+    for _ in 0..n {
+        members.push(consumer.receive().await.expect("receive").id().batch_index);
+    }
+    members
+}
+
+/// With batch index ack, a Shared consumer receives a batch of three and
+/// acks the first two members (each ACK carries the batch's `ack_set`);
+/// the broker answers the ACKs if `confirmed`, then closes the consumer
+/// and, once it subscribed again, sends the whole batch again (what an
+/// operator's reset does: it clears the acked members). Returns the
+/// members handed out from the copy.
+async fn batch_copy_after_member_acks(net: &FakeNetwork, confirmed: bool) -> Vec<i32> {
+    let (mut consumer, mut broker, id) = subscribed_with(net, |b| {
+        b.subscription_type(SubscriptionType::Shared)
+            .batch_index_ack(true)
+    })
+    .await;
+    broker.send_frame(super::acks::batch(id, 1, 3)).await;
+    for member in 0..3 {
+        let msg = consumer.receive().await.expect("receive");
+        assert_eq!(msg.id().batch_index, member);
+        if member < 2 {
+            consumer.ack(&msg).await.expect("ack");
+        }
+    }
+    member_acks(&mut broker, &[0, 1], confirmed).await;
+    // The consumer has taken in the broker's answers.
+    crate::common::until_idle().await;
+    let again = closed_and_subscribed_again(&mut broker, id).await;
+    broker.send_frame(super::acks::batch(again, 1, 3)).await;
+    if confirmed {
+        received_members(&mut consumer, 3).await
+    } else {
+        let members = received_members(&mut consumer, 1).await;
+        // The dropped members are acked again.
+        member_acks(&mut broker, &[0, 1], true).await;
+        members
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_batch_index_ack_members_whose_acks_were_confirmed_come_back_after_a_reset() {
+    let net = FakeNetwork::new();
+    guard("reset after confirmed member acks", async {
+        let members = batch_copy_after_member_acks(&net, true).await;
+        assert_eq!(members, [0, 1, 2], "every member of the copy");
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_batch_index_ack_copies_of_members_whose_acks_were_not_confirmed_are_dropped() {
+    let net = FakeNetwork::new();
+    guard("reconnect before the member acks were confirmed", async {
+        let members = batch_copy_after_member_acks(&net, false).await;
+        assert_eq!(members, [2], "only the member never acked");
+    })
+    .await;
+}

@@ -68,7 +68,8 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             }
             // A batch member is remembered by its entry, once the whole
             // batch is acked (see `member_acked`); until then the batch's
-            // own state drops the copies of its acked members.
+            // own state drops the copies of its acked members (see
+            // `settle` for batch index ack).
             if !id.is_batch_member() {
                 self.acked.acked_held(id);
             }
@@ -218,6 +219,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         if !id.is_batch_member() {
             self.actions.ack(id);
             return Acked::Queued;
+        }
+        if self.config.batch_index_ack_enabled {
+            // The member's ack goes out at once: remembered as any other,
+            // so after a reconnect its copies are dropped only while the
+            // broker has not confirmed it.
+            self.acked.acked_held(id);
         }
         let outcome = self.batches.ack(id, forwarded);
         self.member_acked(outcome)

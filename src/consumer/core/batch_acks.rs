@@ -246,11 +246,18 @@ impl BatchAcks {
     }
 
     /// Every queued and held member is gone (a rewind or reconnect); keeps
-    /// the acked bits of partly acked entries and the forwards in flight.
-    pub(crate) fn clear_live(&mut self) {
+    /// the forwards in flight and, if `keep_acked`, the acked bits of partly
+    /// acked entries (acks the broker has not seen, without batch index
+    /// ack). Without them, the broker's `ack_set` on the redelivered entry
+    /// tells which members it has applied acks for.
+    pub(crate) fn clear_live(&mut self, keep_acked: bool) {
         self.entries.retain(|_, e| {
             e.live = 0;
             e.asked_again = false;
+            if !keep_acked {
+                e.acked.fill(0);
+                e.acked_count = 0;
+            }
             !e.is_idle()
         });
     }

@@ -72,7 +72,7 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
     acks.arrive(member(1, 0), 2, false);
     acks.arrive(member(1, 1), 2, false);
     acks.ack(member(1, 0), false);
-    acks.clear_live();
+    acks.clear_live(true);
     assert!(
         acks.is_acked(member(1, 0)),
         "filters the redelivered member"
@@ -88,7 +88,7 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
 fn forwards_hold_state_until_their_result() {
     let mut acks = BatchAcks::default();
     acks.arrive(member(1, 0), 1, true);
-    acks.clear_live();
+    acks.clear_live(true);
     assert_eq!(acks.len(), 1);
     acks.forward_failed(member(1, 0));
     assert_eq!(acks.len(), 0);

@@ -236,6 +236,10 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             // is idempotent), so it does not stay in the subscription.
             self.skip_arrival();
             if id.is_batch_member() {
+                if self.config.batch_index_ack_enabled {
+                    // Its ack goes out again at once: remembered anew.
+                    self.acked.acked_unheld(id);
+                }
                 let outcome = self.batches.ack_untracked(id, batch_size);
                 self.member_acked(outcome);
             } else {
@@ -460,7 +464,11 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.leases.clear();
         self.nacks.clear();
         self.last_chance.clear();
-        self.batches.clear_live();
+        // With batch index ack, the members' acks went to the broker and
+        // are remembered with the other acks: a copy whose ack the broker
+        // confirmed is an outside rewind's, and handed out.
+        self.batches
+            .clear_live(!self.config.batch_index_ack_enabled);
     }
 
     /// Permits given back but not yet sent, for tests.

@@ -140,12 +140,23 @@ async fn a_cursor_reset_after_a_seek_brings_every_batch_member_back() {
     a_cursor_reset_after_a_seek(true).await;
 }
 
+/// How the consumer acks before an operator's cursor reset.
+#[derive(Clone, Copy, PartialEq)]
+enum AckedBefore {
+    /// Each message, on Shared.
+    OneByOne,
+    /// All at once with one cumulative ack, on Exclusive.
+    Cumulative,
+    /// Batches of 10 with batch index ack, on Shared: every member but
+    /// the last of each batch, so each batch stays partly acked.
+    BatchMembers,
+}
+
 /// An operator's cursor reset brings back messages the consumer acked,
 /// once the broker confirmed the acks: they are handed out again, not
-/// dropped and acked anew behind the operator's back. Individual acks on
-/// Shared, or one cumulative ack on Exclusive; with receipts, so every
-/// ack is confirmed before the reset.
-async fn a_cursor_reset_after_acks(cumulative: bool) {
+/// dropped and acked anew behind the operator's back. With receipts, so
+/// every ack is confirmed before the reset.
+async fn a_cursor_reset_after_acks(acked: AckedBefore) {
     if skip_unless(
         BrokerKind::Apache,
         "pulsar-lite has no admin API to reset a cursor",
@@ -158,8 +169,9 @@ async fn a_cursor_reset_after_acks(cumulative: bool) {
     guard("cursor reset after acks", async {
         let client = client(&broker).await;
         let topic = unique_topic("consume-acked-reset");
-        let ids = hundred(&client, &topic, false).await;
-        let kind = if cumulative {
+        let batched = acked == AckedBefore::BatchMembers;
+        let ids = hundred(&client, &topic, batched).await;
+        let kind = if acked == AckedBefore::Cumulative {
             SubscriptionType::Exclusive
         } else {
             SubscriptionType::Shared
@@ -169,16 +181,22 @@ async fn a_cursor_reset_after_acks(cumulative: bool) {
             .subscription_type(kind)
             .initial_position(InitialPosition::Earliest)
             .ack_receipts(true)
+            .batch_index_ack(batched)
             .subscribe()
             .await
             .expect("subscribe");
         for i in 0..100 {
             let m = c.receive().await.expect("receive");
             assert_eq!(text(&m), format!("m{i:02}"));
-            if !cumulative {
-                c.ack(&m).await.expect("ack confirmed");
-            } else if i == 99 {
-                c.ack_cumulative(&m).await.expect("ack confirmed");
+            match acked {
+                AckedBefore::OneByOne => c.ack(&m).await.expect("ack confirmed"),
+                AckedBefore::Cumulative if i == 99 => {
+                    c.ack_cumulative(&m).await.expect("ack confirmed");
+                }
+                AckedBefore::BatchMembers if i % 10 != 9 => {
+                    c.ack(&m).await.expect("ack confirmed");
+                }
+                AckedBefore::Cumulative | AckedBefore::BatchMembers => {}
             }
         }
         let admin = std::env::var("PULSAR_ADMIN_URL").expect("PULSAR_ADMIN_URL");
@@ -198,10 +216,15 @@ async fn a_cursor_reset_after_acks(cumulative: bool) {
 
 #[tokio::test]
 async fn a_cursor_reset_brings_back_messages_acked_one_by_one() {
-    a_cursor_reset_after_acks(false).await;
+    a_cursor_reset_after_acks(AckedBefore::OneByOne).await;
 }
 
 #[tokio::test]
 async fn a_cursor_reset_brings_back_messages_acked_cumulatively() {
-    a_cursor_reset_after_acks(true).await;
+    a_cursor_reset_after_acks(AckedBefore::Cumulative).await;
+}
+
+#[tokio::test]
+async fn a_cursor_reset_brings_back_batch_members_acked_with_batch_index_ack() {
+    a_cursor_reset_after_acks(AckedBefore::BatchMembers).await;
 }
