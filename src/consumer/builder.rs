@@ -286,6 +286,7 @@ impl ConsumerBuilder {
     /// is confirmed; with batch index ack each member is confirmed alone.
     pub fn ack_receipts(mut self, enabled: bool) -> Self {
         self.ack_receipts = enabled;
+        self.delivery.lost_acks_resent = enabled;
         self
     }
 

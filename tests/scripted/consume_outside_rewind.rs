@@ -246,3 +246,39 @@ async fn with_batch_index_ack_copies_of_members_whose_acks_were_not_confirmed_ar
     })
     .await;
 }
+
+// With receipts, an ACK whose answer was lost with the connection is sent
+// again under the new consumer; its answer there confirms it, so a later
+// reset brings the message back to the application.
+#[tokio::test(start_paused = true)]
+async fn with_receipts_an_ack_confirmed_after_a_reconnect_comes_back_after_a_reset() {
+    let net = FakeNetwork::new();
+    guard(
+        "reset after an ack confirmed on the next connection",
+        async {
+            let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+                b.subscription_type(SubscriptionType::Shared)
+                    .ack_receipts(true)
+            })
+            .await;
+            send(&mut broker, id, 1..=1, "first").await;
+            let msg = consumer.receive().await.expect("receive");
+            let acking = tokio::spawn(async move {
+                let acked = consumer.ack(&msg).await;
+                (consumer, acked)
+            });
+            // Applied, but the answer is lost with the consumer.
+            assert_eq!(acks(&mut broker, 1, false).await, [1]);
+            let again = closed_and_subscribed_again(&mut broker, id).await;
+            assert_eq!(acks(&mut broker, 1, true).await, [1], "sent again");
+            let (mut consumer, acked) = acking.await.expect("task");
+            acked.expect("ack confirmed");
+            // The consumer has taken in the broker's answer.
+            crate::common::until_idle().await;
+            let reset = closed_and_subscribed_again(&mut broker, again).await;
+            send(&mut broker, reset, 1..=1, "again").await;
+            assert_eq!(received(&mut consumer, 1).await, [1]);
+        },
+    )
+    .await;
+}

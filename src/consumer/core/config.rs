@@ -100,6 +100,11 @@ pub(crate) struct CoreConfig {
     /// support batch index ack); otherwise an entry is acked once all of
     /// its members are.
     pub batch_index_ack_enabled: bool,
+    /// ACKs lost with their connection are sent again on the next one
+    /// (ack receipts): its answers confirm them. Otherwise nothing answers
+    /// them again, and their messages' copies are dropped (and acked
+    /// again) until forgotten.
+    pub lost_acks_resent: bool,
     /// Keep per-message state for acks (the default). Off for a reader,
     /// which never acks: the core then remembers nothing about a message
     /// once it is handed out (no held set, no batch bookkeeping), so its
@@ -120,6 +125,7 @@ impl Default for CoreConfig {
             rewind_min_delay: DEFAULT_REWIND_MIN_DELAY,
             dead_letter: None,
             batch_index_ack_enabled: false,
+            lost_acks_resent: false,
             track_messages: true,
         }
     }

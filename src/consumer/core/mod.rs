@@ -459,7 +459,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Everything the application holds will come again (but not what it
     /// acked lately, which the broker may not have applied yet).
     fn clear_held(&mut self) {
-        self.acked.on_reconnect();
+        self.acked.on_reconnect(self.config.lost_acks_resent);
         self.held.clear();
         self.leases.clear();
         self.nacks.clear();

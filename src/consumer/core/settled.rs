@@ -34,9 +34,11 @@ use super::unacked::id_hash::IdBuildHasher;
 /// The number of an ack in the order the core recorded it, from 1.
 type Stamp = u64;
 
-/// The stamp of an ack not confirmed when its connection was lost: no
-/// answer on a later connection confirms it (it was not sent there), so
-/// it stays until its copy comes and is acked again, or it is forgotten.
+/// The stamp of an ack not confirmed when its connection was lost and
+/// not sent again: no answer on a later connection confirms it, so it
+/// stays until its copy comes and is acked again, or it is forgotten. (An
+/// ACK sent again, with receipts, keeps its stamp: the answer on the new
+/// connection confirms it.)
 const UNCONFIRMED_AT_RECONNECT: Stamp = Stamp::MAX;
 
 /// Acks remembered to drop the copies of acked messages.
@@ -119,9 +121,19 @@ impl AckMemory {
     /// The connection was lost: the confirmed acks are forgotten (a copy of
     /// theirs comes only from a rewind, and is handed out); the others,
     /// and the recent acks of held messages, drop their copies from now on.
-    pub(crate) fn on_reconnect(&mut self) {
-        self.settled.keep_unconfirmed(&self.confirmed);
-        self.recent.settle_into(&mut self.settled, &self.confirmed);
+    /// If the lost ACKs are `resent` on the next connection, their acks
+    /// keep their stamps, so its answers confirm them; else nothing will.
+    pub(crate) fn on_reconnect(&mut self, resent: bool) {
+        let lost = |stamp: Stamp| {
+            if resent {
+                stamp
+            } else {
+                UNCONFIRMED_AT_RECONNECT
+            }
+        };
+        self.settled.keep_unconfirmed(&self.confirmed, lost);
+        self.recent
+            .settle_into(&mut self.settled, &self.confirmed, lost);
     }
 
     /// The subscription was moved (a seek): acked messages may come again
@@ -213,15 +225,31 @@ impl RecentAcks {
         self.ids.push_back((id, stamp));
     }
 
-    /// Moves every id not confirmed into `settled`, as unconfirmed at a
-    /// reconnect; forgets the others.
-    fn settle_into(&mut self, settled: &mut Settled, confirmed: &Confirmed) {
+    /// Moves every id not confirmed into `settled`, under the stamp `lost`
+    /// gives it at a reconnect; forgets the others.
+    fn settle_into(
+        &mut self,
+        settled: &mut Settled,
+        confirmed: &Confirmed,
+        lost: impl Fn(Stamp) -> Stamp,
+    ) {
         for (id, stamp) in self.ids.drain(..) {
             if !confirmed.contains(stamp) {
-                settled.insert(id, UNCONFIRMED_AT_RECONNECT);
+                settled.insert(id, lost(stamp));
             }
         }
     }
+}
+
+/// A cumulative ack unconfirmed when its connection was lost (several, if
+/// lost again before confirmed, as one range).
+#[derive(Debug)]
+struct LostFloor {
+    after: Option<MessageId>,
+    upto: MessageId,
+    /// The stamps of the ACKs that carried it: all confirmed (sent again
+    /// and answered), it is applied.
+    stamps: Vec<Stamp>,
 }
 
 /// Ids the application settled outside the held set, with their stamps.
@@ -230,10 +258,10 @@ struct Settled {
     /// The cumulative acks of this connection, rising, from the last one
     /// the broker confirmed on: everything at or before the last is acked.
     floors: VecDeque<(MessageId, Stamp)>,
-    /// Unconfirmed when a connection was lost: the messages after the
-    /// first (if any) up to the second are acked, and their ACK may have
-    /// been lost with it.
-    unconfirmed_floor: Option<(Option<MessageId>, MessageId)>,
+    /// Unconfirmed when a connection was lost: the messages after `after`
+    /// (if any) up to `upto` are acked, and their ACK may have been lost
+    /// with it.
+    unconfirmed_floor: Option<LostFloor>,
     order: VecDeque<MessageId>,
     ids: HashMap<MessageId, Stamp, IdBuildHasher>,
     capacity: usize,
@@ -293,17 +321,25 @@ impl Settled {
         self.floors
             .back()
             .is_some_and(|(floor, _)| position <= *floor)
-            || self
-                .unconfirmed_floor
-                .is_some_and(|(after, upto)| after.is_none_or(|a| a < position) && position <= upto)
+            || self.unconfirmed_floor.as_ref().is_some_and(|lost| {
+                lost.after.is_none_or(|a| a < position) && position <= lost.upto
+            })
             || (!self.ids.is_empty()
                 && (self.ids.contains_key(&id)
                     || (id.is_batch_member() && self.ids.contains_key(&id.entry()))))
     }
 
-    /// Forgets the confirmed acks; the others are marked unconfirmed at a
-    /// reconnect.
-    fn keep_unconfirmed(&mut self, confirmed: &Confirmed) {
+    /// Forgets the confirmed acks; the others keep the stamp `lost` gives
+    /// them at a reconnect.
+    fn keep_unconfirmed(&mut self, confirmed: &Confirmed, lost: impl Fn(Stamp) -> Stamp) {
+        // A floor lost before, whose ACKs were sent again and answered.
+        if self
+            .unconfirmed_floor
+            .as_ref()
+            .is_some_and(|floor| floor.stamps.iter().all(|s| confirmed.contains(*s)))
+        {
+            self.unconfirmed_floor = None;
+        }
         // The last confirmed cumulative ack bounds what may have been lost.
         let applied = self
             .floors
@@ -313,13 +349,22 @@ impl Settled {
             .map(|(upto, _)| *upto);
         if let Some(&(upto, stamp)) = self.floors.back() {
             if !confirmed.contains(stamp) {
-                let range = match self.unconfirmed_floor {
+                let floor = match self.unconfirmed_floor.take() {
                     // Lost again: both ranges, as one (at worst, a copy of
                     // a confirmed message between them is dropped).
-                    Some((after, before)) => (after.min(applied), before.max(upto)),
-                    None => (applied, upto),
+                    Some(mut older) => {
+                        older.after = older.after.min(applied);
+                        older.upto = older.upto.max(upto);
+                        older.stamps.push(lost(stamp));
+                        older
+                    }
+                    None => LostFloor {
+                        after: applied,
+                        upto,
+                        stamps: vec![lost(stamp)],
+                    },
                 };
-                self.unconfirmed_floor = Some(range);
+                self.unconfirmed_floor = Some(floor);
             }
         }
         self.floors.clear();
@@ -328,7 +373,7 @@ impl Settled {
         }
         self.ids.retain(|_, stamp| !confirmed.contains(*stamp));
         for stamp in self.ids.values_mut() {
-            *stamp = UNCONFIRMED_AT_RECONNECT;
+            *stamp = lost(*stamp);
         }
         let ids = &self.ids;
         self.order.retain(|id| ids.contains_key(id));
@@ -374,10 +419,10 @@ mod tests {
             memory.acked_held(id(n));
         }
         assert!(!acked(&memory, 3), "no copy comes on the same connection");
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!(!acked(&memory, 1), "only the last two are kept");
         assert!(acked(&memory, 2) && acked(&memory, 3));
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert_eq!(memory.settled.ids.len(), 2);
     }
 
@@ -410,7 +455,7 @@ mod tests {
         memory.confirm(memory.mark());
         memory.acked_held(id(4));
         memory.acked_unheld(id(5));
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         for n in 1..=3 {
             assert!(
                 !acked(&memory, n),
@@ -428,18 +473,18 @@ mod tests {
         let mut memory = AckMemory::new(8);
         memory.acked_held(id(1));
         memory.acked_cumulative(id(0));
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         // Answers on the new connection are for what was sent there.
         memory.acked_unheld(id(2));
         memory.confirm(memory.mark());
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!(acked(&memory, 1), "never sent on the second connection");
         assert!(acked(&memory, 0), "nor was the cumulative ack");
         assert!(!acked(&memory, 2));
         // Its copy came and was acked again: that ack is confirmed.
         memory.acked_unheld(id(1));
         memory.confirm(memory.mark());
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!(!acked(&memory, 1));
     }
 
@@ -451,7 +496,7 @@ mod tests {
         memory.acked_held(id(2));
         // The second pass's ACK is answered; the first one's never is.
         memory.confirm_range(first, memory.mark());
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!(acked(&memory, 1), "never confirmed");
         assert!(!acked(&memory, 2), "confirmed on its own");
     }
@@ -474,7 +519,7 @@ mod tests {
         memory.acked_cumulative(id(5));
         memory.confirm(memory.mark());
         memory.acked_cumulative(id(9));
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!((1..=5).all(|n| !acked(&memory, n)), "confirmed up to 5");
         assert!((6..=9).all(|n| acked(&memory, n)), "maybe lost: 6 to 9");
         assert!(!acked(&memory, 10));
@@ -487,7 +532,48 @@ mod tests {
         memory.acked_cumulative(id(2));
         memory.acked_held(id(3));
         memory.forget();
-        memory.on_reconnect();
+        memory.on_reconnect(false);
         assert!((1..=3).all(|n| !acked(&memory, n)));
+    }
+    #[test]
+    fn acks_sent_again_keep_their_stamps_and_are_confirmed_by_the_answers_then() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_held(id(1));
+        memory.acked_cumulative(id(3));
+        let (after, mark) = (0, memory.mark());
+        memory.on_reconnect(true);
+        assert!(
+            acked(&memory, 1) && acked(&memory, 3),
+            "maybe lost: dropped"
+        );
+        // The same ACKs, sent again on the new connection, are answered.
+        memory.confirm_range(after, mark);
+        memory.on_reconnect(true);
+        for n in 1..=3 {
+            assert!(
+                !acked(&memory, n),
+                "{n} was confirmed: a copy is a rewind's"
+            );
+        }
+    }
+
+    #[test]
+    fn a_floor_lost_twice_is_applied_once_every_ack_that_carried_it_is_answered() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_cumulative(id(2));
+        let first = memory.mark();
+        memory.on_reconnect(true);
+        memory.acked_cumulative(id(4));
+        let second = memory.mark();
+        memory.on_reconnect(true);
+        memory.confirm_range(first, second);
+        memory.on_reconnect(true);
+        assert!(
+            acked(&memory, 2) && acked(&memory, 4),
+            "the first is unanswered"
+        );
+        memory.confirm_range(0, first);
+        memory.on_reconnect(true);
+        assert!(!acked(&memory, 2) && !acked(&memory, 4));
     }
 }
