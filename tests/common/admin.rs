@@ -5,6 +5,8 @@
 //! own (or one only the leader may make) with a redirect; [`call`] follows
 //! up to [`MAX_REDIRECTS`] of them, as `pulsar-admin` does.
 
+use std::time::Duration;
+
 use pulsar_wire::MessageId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -240,6 +242,22 @@ pub async fn topic_owner(admin_url: &str, topic: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no brokerUrl in {answer}"))
         .to_owned()
+}
+
+/// First delay between two tries of an admin call that waits for a state
+/// (doubling up to [`MAX_RETRY_DELAY`]).
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(50);
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// `GET url` until `done` holds for the outcome (an answer, or the
+/// broker unreachable), with backoff and no deadline: for a state the
+/// broker reaches by itself; wrap it in a hang guard.
+pub async fn poll_until(url: &str, done: impl Fn(Result<Answer, String>) -> bool) {
+    let mut delay = FIRST_RETRY_DELAY;
+    while !done(try_call("GET", url, None).await) {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_RETRY_DELAY);
+    }
 }
 
 /// Unloads `topic` alone: its broker closes it, and the next lookup loads it

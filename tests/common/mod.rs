@@ -9,6 +9,7 @@ pub mod broker;
 pub mod cluster;
 pub mod fake_broker;
 pub mod fault_proxy;
+pub mod frame_watch;
 pub mod jwt;
 #[cfg(feature = "oauth2")]
 pub mod oauth2_issuer;
@@ -83,6 +84,13 @@ pub fn init_tracing() {
         .with_test_writer()
         .try_init();
 }
+
+/// A timeout in a test that needs one to fire: the operation timeout of
+/// a client whose request the broker never answers (or holds), or a
+/// transaction's timeout. Generous, so that a loaded test broker answers
+/// every other request within it: the test then fails only if the
+/// timeout itself misbehaves.
+pub const FIRING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `f`, failing the test if it takes longer than a generous limit. A
 /// guard against hangs only: tests never assert on time.
