@@ -136,9 +136,11 @@ async fn a_dropped_waiting_create_leaves_no_waiter_on_the_broker() {
     let Some(broker) = TestBroker::start().await else {
         return;
     };
-    guard("dropped waiter", async {
+    let frames = FrameWatch::default();
+    // The waiting client lives to the end: closing its connection would
+    // withdraw the waiter too.
+    let (client, _watched, first, topic) = guard("dropped waiter, queued", async {
         let client = client(&broker).await;
-        let frames = FrameWatch::default();
         let watched = watched_client(&broker, &frames).await;
         let topic = unique_topic("dropped-waiter");
         let first = producer(&client, &topic, AccessMode::Exclusive)
@@ -149,16 +151,20 @@ async fn a_dropped_waiting_create_leaves_no_waiter_on_the_broker() {
             early = &mut waiting => panic!("finished before the broker queued it: {early:?}"),
             () = frames.until(queued) => {}
         }
-        // Dropped while queued: a task of the client withdraws it from the
-        // broker's queue (CLOSE_PRODUCER). Its answer comes before the
-        // first producer closes, so the broker cannot hand the topic to it.
         drop(waiting);
-        let answer = guard(
-            "the withdrawal of the dropped waiter",
-            frames.until(answer_to_close),
-        )
-        .await;
-        assert!(answer.success.is_some(), "withdrawal refused: {answer:?}");
+        (client, watched, first, topic)
+    })
+    .await;
+    // Dropped while queued: a task of the client withdraws it from the
+    // broker's queue (CLOSE_PRODUCER). Its answer comes before the first
+    // producer closes, so the broker cannot hand the topic to it.
+    let answer = guard(
+        "the withdrawal of the dropped waiter",
+        frames.until(answer_to_close),
+    )
+    .await;
+    assert!(answer.success.is_some(), "withdrawal refused: {answer:?}");
+    guard("dropped waiter, the topic free", async {
         first.close().await.expect("close");
         // Had the waiter stayed queued, it would hold the topic now.
         let next = producer(&client, &topic, AccessMode::Exclusive)
