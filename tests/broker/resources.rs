@@ -11,6 +11,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
 use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
 
 use futures::future::join_all;
 use pulsar_wire::Client;
@@ -153,8 +154,7 @@ async fn measure(cycles: usize) {
         round(&client, &topic, CONCURRENT.min(cycles - done)).await;
     }
     let elapsed = started.elapsed();
-    settle(before.tasks).await;
-    let after = Usage::now();
+    let after = settle(&before).await;
     println!(
         "{cycles} producers and {cycles} consumers created and closed in {elapsed:.1?} \
          ({CONCURRENT} at a time); RSS {} -> {} KiB\n  before: {before:?}\n  after:  {after:?}",
@@ -193,14 +193,37 @@ async fn round(client: &Client, topic: &str, n: usize) {
     }
 }
 
-/// Lets the tasks of closed handles finish: yields (the IO driver runs in
-/// between) until at most `tasks` are alive, or a bounded number of times.
-async fn settle(tasks: usize) {
-    let metrics = tokio::runtime::Handle::current().metrics();
-    for _ in 0..100_000 {
-        if metrics.num_alive_tasks() <= tasks {
-            return;
+/// How long the task and descriptor counts may stay without falling
+/// before [`settle`] gives up on them reaching the baseline.
+const SETTLE_WITHOUT_PROGRESS: Duration = Duration::from_secs(30);
+
+/// Between two looks at the counts while they settle.
+const SETTLE_POLL: Duration = Duration::from_millis(10);
+
+/// Lets the tasks of closed handles finish (the last closes, orphan closes
+/// and pool watchers wait for the broker's answers): the usage once the
+/// task and descriptor counts are back at `before`'s, or, if they stop
+/// falling for [`SETTLE_WITHOUT_PROGRESS`], the last one seen, for the
+/// caller's assertions to name.
+async fn settle(before: &Usage) -> Usage {
+    let mut lowest = (usize::MAX, usize::MAX);
+    let mut progressed = tokio::time::Instant::now();
+    loop {
+        let now = Usage::now();
+        if now.tasks <= before.tasks && now.fds <= before.fds + 2 {
+            return now;
         }
-        tokio::task::yield_now().await;
+        if now.tasks < lowest.0 || now.fds < lowest.1 {
+            lowest = (lowest.0.min(now.tasks), lowest.1.min(now.fds));
+            progressed = tokio::time::Instant::now();
+        } else if progressed.elapsed() >= SETTLE_WITHOUT_PROGRESS {
+            println!(
+                "tasks and fds stopped falling at {} and {} for {SETTLE_WITHOUT_PROGRESS:?} \
+                 (baseline {} and {})",
+                now.tasks, now.fds, before.tasks, before.fds
+            );
+            return now;
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
     }
 }

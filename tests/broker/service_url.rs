@@ -8,10 +8,10 @@ use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
 use crate::common::broker::TestBroker;
 use crate::common::{guard, unique_topic};
 
-/// A loopback port nothing listens on (bound, then released).
+/// A loopback port nothing listens on: free, and reserved so that no
+/// other test of this process is given it.
 fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
+    crate::common::broker::reserve_addr().port()
 }
 
 #[tokio::test]

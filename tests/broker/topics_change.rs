@@ -14,7 +14,7 @@ use pulsar_wire::{Client, MessageId};
 
 use crate::common::broker::{BrokerKind, TestBroker, client, skip_unless};
 use crate::common::{
-    admin, assert_listing_timed_out, guard, guard_for, init_tracing, unique_topic,
+    FIRING_TIMEOUT, admin, assert_listing_timed_out, guard, guard_for, init_tracing, unique_topic,
 };
 
 /// Short so the test sees the change soon; the defaults are 60 s.
@@ -179,7 +179,7 @@ async fn a_pattern_consumer_on_a_broker_that_never_lists_topics_fails_with_a_typ
         init_tracing();
         let client = Client::builder()
             .service_url(broker.service_url())
-            .operation_timeout(Duration::from_secs(2))
+            .operation_timeout(FIRING_TIMEOUT)
             .build()
             .await
             .expect("client");

@@ -88,9 +88,8 @@ async fn the_demo_runs_against_a_given_broker() {
 
 #[tokio::test]
 async fn the_demo_reports_an_unreachable_broker() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port");
+    // Free, and reserved: no other test of this process is given it.
+    let closed = crate::common::broker::reserve_addr();
     let run = pulsar_wire(&format!("pulsar://{closed}"), &["demo"]).await;
     assert_ne!(run.code, Some(0), "{run:#?}");
     assert!(run.stderr.starts_with("pulsar-wire: error:"), "{run:#?}");

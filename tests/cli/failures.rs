@@ -38,11 +38,9 @@ async fn a_log_filter_that_does_not_parse_is_refused() {
 
 #[tokio::test]
 async fn an_unreachable_broker_fails_with_the_address() {
-    // A loopback port nobody listens on: bound, then closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // A loopback port nobody listens on: free, and reserved so that no
+    // other test of this process is given it.
+    let port = crate::common::broker::reserve_addr().port();
     let url = format!("pulsar://127.0.0.1:{port}");
     for args in [
         &["produce", "t", "-m", "x"][..],

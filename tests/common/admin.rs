@@ -5,6 +5,8 @@
 //! own (or one only the leader may make) with a redirect; [`call`] follows
 //! up to [`MAX_REDIRECTS`] of them, as `pulsar-admin` does.
 
+use std::time::Duration;
+
 use pulsar_wire::MessageId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -220,26 +222,64 @@ pub async fn topic_bundle(admin_url: &str, topic: &str) -> String {
 ///
 /// A lookup made while the bundle passes from one broker to another can
 /// fail with HTTP 500 "Failed to acquire ownership": the new owner found
-/// the old one still holding it. It is asked again after the lookup
-/// backoff's first delay, as a client does, a few times.
+/// the old one still holding it. It is asked again, with backoff, until
+/// the old owner lets go or [`HANDOVER_DEADLINE`] has passed.
 pub async fn topic_owner(admin_url: &str, topic: &str) -> String {
-    const TRIES: u32 = 20;
     let url = format!("{admin_url}/lookup/v2/topic/{}", rest_path(topic));
-    let mut answer = call("GET", &url, None).await;
-    for _ in 1..TRIES {
-        let handing_over =
-            answer.status == 500 && answer.body.contains("Failed to acquire ownership");
-        if !handing_over {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        answer = call("GET", &url, None).await;
-    }
+    let answer = call_until(&url, HANDOVER_DEADLINE, |answer| {
+        !(answer.status == 500 && answer.body.contains("Failed to acquire ownership"))
+    })
+    .await
+    .unwrap_or_else(|last| {
+        panic!("lookup of {topic}: the bundle was still being handed over after {HANDOVER_DEADLINE:?}: {last:?}")
+    });
     let answer = answer.ok("topic lookup").json();
     answer["brokerUrl"]
         .as_str()
         .unwrap_or_else(|| panic!("no brokerUrl in {answer}"))
         .to_owned()
+}
+
+/// How long a bundle handover may take on a loaded cluster before a lookup
+/// gives up: a client's default operation timeout, which the tests use.
+pub const HANDOVER_DEADLINE: Duration = Duration::from_secs(30);
+
+/// First delay between two tries of an admin call that waits for a state
+/// (doubling up to [`MAX_RETRY_DELAY`]).
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(50);
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// `GET url` until an answer satisfies `done`, with backoff; the last
+/// answer as an error once `deadline` has passed since the first try.
+async fn call_until(
+    url: &str,
+    deadline: Duration,
+    done: impl Fn(&Answer) -> bool,
+) -> Result<Answer, Answer> {
+    let end = tokio::time::Instant::now() + deadline;
+    let mut delay = FIRST_RETRY_DELAY;
+    loop {
+        let answer = call("GET", url, None).await;
+        if done(&answer) {
+            return Ok(answer);
+        }
+        if tokio::time::Instant::now() + delay >= end {
+            return Err(answer);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_RETRY_DELAY);
+    }
+}
+
+/// `GET url` until `done` holds for the outcome (an answer, or the
+/// broker unreachable), with backoff and no deadline: for a state the
+/// broker reaches by itself; wrap it in a hang guard.
+pub async fn poll_until(url: &str, done: impl Fn(Result<Answer, String>) -> bool) {
+    let mut delay = FIRST_RETRY_DELAY;
+    while !done(try_call("GET", url, None).await) {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_RETRY_DELAY);
+    }
 }
 
 /// Unloads `topic` alone: its broker closes it, and the next lookup loads it

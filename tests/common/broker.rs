@@ -158,8 +158,10 @@ impl TestBroker {
             }
         };
         let mut last_error = String::new();
-        // A free port can be taken by someone else between our probe and the
-        // broker's bind; try a few times before giving up.
+        // No test of this process takes a port of ours (see `reserve_addr`),
+        // but another process binding a port of our range by number (another
+        // run of this suite) can take it between the probe and the broker's
+        // bind: then a fresh pair of ports, a few times.
         for _ in 0..3 {
             match Self::try_start(&bin, &options).await {
                 Ok(broker) => return Some(broker),
@@ -172,8 +174,8 @@ impl TestBroker {
     async fn try_start(bin: &Path, options: &BrokerOptions) -> Result<Self, String> {
         let bin = bin.to_path_buf();
         let dir = fresh_dir();
-        let addr = free_addr();
-        let metrics = free_addr();
+        let addr = reserve_addr();
+        let metrics = reserve_addr();
         let config = dir.join("broker.toml");
         std::fs::write(
             &config,
@@ -218,23 +220,19 @@ impl TestBroker {
             .expect("kill9_and_restart needs pulsar-lite: skip_unless(BrokerKind::Lite, ..)");
         own.child.kill().expect("SIGKILL the broker");
         own.child.wait().expect("reap the broker");
-        let mut last_error = String::new();
-        // The port may take a moment to be bindable again; a few tries.
-        for _ in 0..20 {
-            let (child, ready) = spawn_lite(&own.bin, addr, &own.dir, &own.config)
-                .unwrap_or_else(|e| panic!("restart pulsar-lite: {e}"));
-            own.child = child;
-            match tokio::time::timeout(Duration::from_secs(30), ready).await {
-                Ok(Ok(())) => return,
-                _ => {
-                    let _ = own.child.kill();
-                    let _ = own.child.wait();
-                    last_error =
-                        std::fs::read_to_string(own.dir.join("broker.log")).unwrap_or_default();
-                }
-            }
+        // The port is still reserved for this broker (`reserve_addr`), and
+        // pulsar-lite binds with SO_REUSEADDR, so the dead broker's
+        // connections do not keep it from binding again.
+        let (child, ready) = spawn_lite(&own.bin, addr, &own.dir, &own.config)
+            .unwrap_or_else(|e| panic!("restart pulsar-lite: {e}"));
+        own.child = child;
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(30), ready).await,
+            Ok(Ok(()))
+        ) {
+            let log = std::fs::read_to_string(own.dir.join("broker.log")).unwrap_or_default();
+            panic!("pulsar-lite did not restart on {addr}; log:\n{log}");
         }
-        panic!("pulsar-lite did not restart on {addr}; log:\n{last_error}");
     }
 
     /// `pulsar://127.0.0.1:PORT` (the kit's own URL for the kit, reached
@@ -421,10 +419,42 @@ fn lite_binary() -> Option<PathBuf> {
         .find(|bin| bin.is_file())
 }
 
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+/// A loopback address no test of this process uses or will be given:
+/// each port is handed out once per process, so a broker keeps its port
+/// for a restart after a kill, and a port a test keeps closed stays so.
+///
+/// The ports come from below the kernel's ephemeral range, which is where
+/// outgoing connections and listeners on port 0 (fault proxies, the
+/// Apache Pulsar JVMs) get theirs; each is probed free first. Each process
+/// starts at an offset of its own in the range, so concurrent runs of the
+/// suite rarely meet.
+pub fn reserve_addr() -> SocketAddr {
+    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicU32;
+    static RANGE: OnceLock<(u32, u32, u32)> = OnceLock::new();
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let &(low, span, offset) = RANGE.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32_768);
+        let low = 10_000;
+        assert!(
+            ephemeral_low > low + 1_000,
+            "the ephemeral port range starts at {ephemeral_low}: no room below it"
+        );
+        let span = ephemeral_low - low;
+        (low, span, std::process::id() % span)
+    });
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < span, "all {span} test ports of this process handed out");
+        let port = u16::try_from(low + (offset + n) % span).expect("a port below 65536");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        if TcpListener::bind(addr).is_ok() {
+            return addr;
+        }
+    }
 }
 
 fn fresh_dir() -> PathBuf {

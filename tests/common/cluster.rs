@@ -130,13 +130,14 @@ impl Cluster {
     ///
     /// The destination is a hint the leader keeps per bundle range and
     /// uses once; a lookup racing the unload (a handle reconnecting, a
-    /// split bundle being assigned) can take it first, so a few tries.
+    /// split bundle being assigned) can take it first, so it unloads again
+    /// until [`admin::HANDOVER_DEADLINE`] has passed.
     pub async fn place(&self, topic: &str, n: usize) -> String {
-        const TRIES: usize = 5;
         let admin_url = self.admin();
         let namespace = namespace_of(topic);
         let mut owners = Vec::new();
-        for _ in 0..TRIES {
+        let end = tokio::time::Instant::now() + admin::HANDOVER_DEADLINE;
+        while tokio::time::Instant::now() < end {
             let bundle = admin::topic_bundle(admin_url, topic).await;
             if self.owner(topic).await == n {
                 return bundle;
@@ -148,7 +149,11 @@ impl Cluster {
             }
             owners.push(owner);
         }
-        panic!("{topic} should be on broker {n}; after {TRIES} unloads it was on {owners:?}");
+        panic!(
+            "{topic} should be on broker {n}; after {} unloads in {:?} it was on {owners:?}",
+            owners.len(),
+            admin::HANDOVER_DEADLINE
+        );
     }
 
     /// Splits `topic`'s bundle in two at its middle, unloads the half that

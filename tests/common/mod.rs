@@ -9,6 +9,7 @@ pub mod broker;
 pub mod cluster;
 pub mod fake_broker;
 pub mod fault_proxy;
+pub mod frame_watch;
 pub mod jwt;
 #[cfg(feature = "oauth2")]
 pub mod oauth2_issuer;
@@ -84,6 +85,13 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// A timeout in a test that needs one to fire: the operation timeout of
+/// a client whose request the broker never answers (or holds), or a
+/// transaction's timeout. Generous, so that a loaded test broker answers
+/// every other request within it: the test then fails only if the
+/// timeout itself misbehaves.
+pub const FIRING_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs `f`, failing the test if it takes longer than a generous limit. A
 /// guard against hangs only: tests never assert on time.
 pub async fn guard<F: Future>(what: &str, f: F) -> F::Output {
@@ -95,6 +103,55 @@ pub async fn guard_for<F: Future>(what: &str, limit: Duration, f: F) -> F::Outpu
     match tokio::time::timeout(limit, f).await {
         Ok(out) => out,
         Err(_) => panic!("{what}: no outcome within {limit:?} (hang guard)"),
+    }
+}
+
+/// What a long test has done so far, for [`guard_progress`]: each
+/// [`tick`](Self::tick) is one step (a message received, a receipt). Clones
+/// count together, so tasks of the test can tick too.
+#[derive(Debug, Clone)]
+pub struct Progress(std::sync::Arc<std::sync::Mutex<(u64, tokio::time::Instant)>>);
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new((
+            0,
+            tokio::time::Instant::now(),
+        ))))
+    }
+}
+
+impl Progress {
+    /// One more step done.
+    pub fn tick(&self) {
+        let mut last = self.0.lock().expect("progress");
+        last.0 += 1;
+        last.1 = tokio::time::Instant::now();
+    }
+
+    /// Steps done so far, and when the last one was.
+    fn last(&self) -> (u64, tokio::time::Instant) {
+        *self.0.lock().expect("progress")
+    }
+}
+
+/// Runs `f`, failing the test if `progress` makes no step for a generous
+/// limit (60 s): the hang guard of a long test, measuring progress rather
+/// than wall time, so a slow machine that still moves never trips it.
+pub async fn guard_progress<F: Future>(what: &str, progress: &Progress, f: F) -> F::Output {
+    const STALL: Duration = Duration::from_secs(60);
+    let started = tokio::time::Instant::now();
+    tokio::pin!(f);
+    loop {
+        let (steps, at) = progress.last();
+        tokio::select! {
+            out = &mut f => return out,
+            () = tokio::time::sleep_until(at.max(started) + STALL) => {
+                if progress.last().0 == steps {
+                    panic!("{what}: no progress for {STALL:?}, after {steps} steps (hang guard)");
+                }
+            }
+        }
     }
 }
 

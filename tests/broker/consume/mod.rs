@@ -35,7 +35,7 @@ pub(super) use crate::common::broker::client;
 use crate::common::broker::{
     BrokerKind, BrokerOptions, TestBroker, client_builder, skip_on, skip_unless,
 };
-use crate::common::{guard, unique_topic};
+use crate::common::{Progress, guard, guard_progress, unique_topic};
 
 /// A producer made of raw frames: each send waits for its receipt.
 pub(super) struct RawProducer {

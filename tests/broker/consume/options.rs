@@ -225,7 +225,8 @@ async fn big_messages_under_a_small_memory_limit_all_arrive() {
     let Some(broker) = TestBroker::start().await else {
         return;
     };
-    guard("memory limit", async {
+    let progress = Progress::default();
+    guard_progress("memory limit", &progress, async {
         let client = client_builder(&broker)
             .memory_limit(256 * 1024)
             .build()
@@ -239,9 +240,11 @@ async fn big_messages_under_a_small_memory_limit_all_arrive() {
             producer
                 .send_raw(proto::MessageMetadata::default(), big.clone(), 1)
                 .await;
+            progress.tick();
         }
         for _ in 0..20 {
             let m = c.receive().await.expect("receive");
+            progress.tick();
             assert_eq!(m.payload().len(), big.len());
             c.ack(&m).await.expect("ack");
         }
@@ -258,7 +261,8 @@ async fn a_relay_under_a_small_memory_limit_relays_every_message() {
     let Some(broker) = TestBroker::start().await else {
         return;
     };
-    guard("relay under the memory limit", async {
+    let progress = Progress::default();
+    guard_progress("relay under the memory limit", &progress, async {
         let feeder = client(&broker).await;
         let (from, to) = (unique_topic("relay-from"), unique_topic("relay-to"));
         let mut producer = RawProducer::create(&feeder, &from).await;
@@ -271,6 +275,7 @@ async fn a_relay_under_a_small_memory_limit_relays_every_message() {
             producer
                 .send_raw(proto::MessageMetadata::default(), body(i), 1)
                 .await;
+            progress.tick();
         }
         let relay = client_builder(&broker)
             .memory_limit(1024 * 1024)
@@ -289,10 +294,12 @@ async fn a_relay_under_a_small_memory_limit_relays_every_message() {
             let m = c.receive().await.expect("receive");
             let receipt = forward.send(m.payload().clone()).await.expect("queued");
             receipt.await.expect("relayed");
+            progress.tick();
             c.ack(&m).await.expect("ack");
         }
         for i in 0..300 {
             let m = out.receive().await.expect("receive relayed");
+            progress.tick();
             assert_eq!(m.payload()[..], body(i)[..], "relayed in order, whole");
         }
     })

@@ -180,7 +180,8 @@ async fn a_reader_reads_chunked_messages_among_others_once_and_whole() {
     let Some(broker) = TestBroker::start().await else {
         return;
     };
-    guard("reader, interleaved chunked messages", async {
+    let progress = Progress::default();
+    guard_progress("reader, interleaved chunked messages", &progress, async {
         const BIG: usize = 6;
         let topic = unique_topic("reader-chunks");
         let reading = client(&broker).await;
@@ -201,6 +202,7 @@ async fn a_reader_reads_chunked_messages_among_others_once_and_whole() {
             for i in 0..BIG {
                 let receipt = chunking.send(big(i)).await.expect("queued");
                 receipt.await.expect("stored");
+                progress.tick();
                 if i == 1 {
                     broker.unload(&topic).await;
                 }
@@ -217,6 +219,7 @@ async fn a_reader_reads_chunked_messages_among_others_once_and_whole() {
                 sent += 1;
                 if in_flight.len() == 16 {
                     in_flight.pop_front().expect("one").await.expect("stored");
+                    progress.tick();
                 }
                 if sent == 100 {
                     broker.unload(&topic).await;
@@ -232,6 +235,7 @@ async fn a_reader_reads_chunked_messages_among_others_once_and_whole() {
             let (mut bigs, mut smalls) = (0, Vec::new());
             loop {
                 let m = reader.read_next().await.expect("read");
+                progress.tick();
                 if m.payload().len() > 1024 {
                     assert!(
                         m.payload()[..] == big(bigs)[..],

@@ -135,9 +135,11 @@ async fn consume_through_cuts(cut: Cut, acks: Acks) {
     let mut book = AckBook::new(faults.clone());
     let mut seen = HashSet::new();
     let (mut cuts, mut last_cut) = (0u64, (0u64, 0usize));
-    guard("consume through 20 cuts", async {
+    let progress = Progress::default();
+    guard_progress("consume through 20 cuts", &progress, async {
         while (seen.len() as u64) < TOTAL {
             let m = consumer.receive().await.expect("receive");
+            progress.tick();
             let n = number(m.payload()).expect("a test payload");
             book.delivered(n, m.id());
             seen.insert(n);

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::common::acks::{AckBook, Fault, Faults, assert_nothing_left_before};
 use crate::common::broker::{BrokerKind, skip_unless};
-use crate::common::unique_topic;
+use crate::common::{Progress, guard_progress, unique_topic};
 
 const REASON: &str = "kills and restarts the broker process, which only a per-test pulsar-lite is";
 
@@ -29,6 +29,8 @@ async fn kill_9_during_produce_loses_no_confirmed_message() {
     let client = direct(&broker).await;
     let producer = client.producer(&topic).create().await.expect("producer");
     let (halfway_tx, halfway) = oneshot::channel();
+    let progress = Progress::default();
+    let confirming = progress.clone();
     let sending = tokio::spawn(async move {
         let mut halfway = Some(halfway_tx);
         let mut pending = std::collections::VecDeque::new();
@@ -39,6 +41,7 @@ async fn kill_9_during_produce_loses_no_confirmed_message() {
                 let (n, receipt) = pending.pop_front().expect("non-empty");
                 receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
                 confirmed.push(n);
+                confirming.tick();
             }
             if confirmed.len() >= 1_000 {
                 if let Some(tx) = halfway.take() {
@@ -49,16 +52,19 @@ async fn kill_9_during_produce_loses_no_confirmed_message() {
         for (n, receipt) in pending {
             receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
             confirmed.push(n);
+            confirming.tick();
         }
         producer.close().await.expect("close");
         confirmed
     });
-    guard("kill during produce", async {
+    guard_progress("kill during produce", &progress, async {
         halfway.await.expect("1,000 confirmed");
         broker.kill9_and_restart().await;
     })
     .await;
-    let confirmed = guard("producer carries on", sending).await.expect("task");
+    let confirmed = guard_progress("producer carries on", &progress, sending)
+        .await
+        .expect("task");
     assert_eq!(confirmed.len() as u64, TOTAL);
 
     let check = direct(&broker).await;
@@ -109,13 +115,15 @@ async fn kill_9_during_consume_loses_nothing_and_keeps_every_ack() {
     let faults = Faults::default();
     let mut book = AckBook::new(faults.clone());
     let mut seen = HashSet::new();
-    guard("consume, kill -9, consume", async {
+    let progress = Progress::default();
+    guard_progress("consume, kill -9, consume", &progress, async {
         while (seen.len() as u64) < TOTAL {
             if book.deliveries() == KILL_AT && faults.count() == 0 {
                 faults.begin(Fault::Kill);
                 broker.kill9_and_restart().await;
             }
             let m = consumer.receive().await.expect("receive");
+            progress.tick();
             let n = number(m.payload()).expect("a test payload");
             book.delivered(n, m.id());
             seen.insert(n);
@@ -182,7 +190,8 @@ async fn kill_9_while_forwarding_to_the_dead_letter_topic_loses_no_message() {
     let mut seen = HashSet::new();
     let mut copies = 0u64;
     let mut killed = false;
-    guard("forward to the DLQ, kill -9, forward", async {
+    let progress = Progress::default();
+    guard_progress("forward to the DLQ, kill -9, forward", &progress, async {
         while (seen.len() as u64) < TOTAL {
             if !killed && seen.len() as u64 >= TOTAL / 3 {
                 // Forwards are in flight: some are published and not acked yet.
@@ -190,6 +199,7 @@ async fn kill_9_while_forwarding_to_the_dead_letter_topic_loses_no_message() {
                 killed = true;
             }
             let m = letters.receive().await.expect("receive from the DLQ");
+            progress.tick();
             copies += 1;
             seen.insert(number(m.payload()).expect("a test payload"));
             let _ = letters.ack(&m).await;

@@ -19,7 +19,7 @@ use pulsar_wire::consumer::{Consumer, InitialPosition, SubscriptionType};
 
 use crate::common::broker::TestBroker;
 use crate::common::fault_proxy::FaultProxy;
-use crate::common::{guard, init_tracing};
+use crate::common::{Progress, guard, guard_progress, init_tracing};
 
 /// A client that talks to `broker` only through `proxy`.
 async fn proxied(broker: &TestBroker, proxy: &FaultProxy, keepalive: Duration) -> Client {
@@ -46,13 +46,16 @@ async fn fresh_consumer(client: &Client, topic: &str, subscription: &str) -> Con
 
 /// Sends [`body`]`(0..total)` and waits for every receipt.
 async fn produce_bodies(producer: &pulsar_wire::producer::Producer, total: u64) {
-    guard("produce", async {
+    let progress = Progress::default();
+    guard_progress("produce", &progress, async {
         let mut receipts = Vec::new();
         for i in 0..total {
             receipts.push(producer.send(body(i)).await.expect("queued"));
+            progress.tick();
         }
         for receipt in receipts {
             receipt.await.expect("stored");
+            progress.tick();
         }
     })
     .await;
@@ -97,10 +100,12 @@ async fn produce_through_faults(
 ) -> Vec<u64> {
     let mut receipts = std::collections::VecDeque::new();
     let mut confirmed = Vec::new();
-    guard("produce through the faults", async {
+    let progress = Progress::default();
+    guard_progress("produce through the faults", &progress, async {
         for i in 0..total {
             let receipt = producer.send(body(i)).await.expect("queued");
             receipts.push_back((i, receipt));
+            progress.tick();
             if (i + 1) % (total / faults) == 0 {
                 fault();
             }
@@ -108,11 +113,13 @@ async fn produce_through_faults(
                 let (n, receipt) = receipts.pop_front().expect("non-empty");
                 receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
                 confirmed.push(n);
+                progress.tick();
             }
         }
         for (n, receipt) in receipts.drain(..) {
             receipt.await.unwrap_or_else(|e| panic!("send {n}: {e}"));
             confirmed.push(n);
+            progress.tick();
         }
     })
     .await;
@@ -137,9 +144,11 @@ async fn send_end_marker(client: &Client, topic: &str) {
 async fn read_back(client: &Client, topic: &str) -> Vec<u64> {
     let mut consumer = fresh_consumer(client, topic, "read-back").await;
     let mut seen = Vec::new();
-    guard("read back until the end marker", async {
+    let progress = Progress::default();
+    guard_progress("read back until the end marker", &progress, async {
         loop {
             let m = consumer.receive().await.expect("receive");
+            progress.tick();
             consumer.ack(&m).await.expect("ack");
             if m.payload().as_ref() == END.as_bytes() {
                 break;

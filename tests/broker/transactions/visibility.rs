@@ -12,7 +12,7 @@ use pulsar_wire::transaction::{TransactionError, TransactionState};
 use super::{receive_until, set, text};
 use crate::common::broker::{BrokerKind, skip_unless};
 use crate::common::txn::TxnBroker;
-use crate::common::{guard, unique_topic};
+use crate::common::{FIRING_TIMEOUT, guard, unique_topic};
 
 #[tokio::test]
 async fn a_hundred_sent_in_a_transaction_are_invisible_until_commit_then_all_visible() {
@@ -137,9 +137,10 @@ async fn commit_after_the_coordinator_timed_the_transaction_out_is_a_typed_error
     let client = broker.client().await;
     let topic = unique_topic("txn-timeout");
     let producer = client.producer(&topic).create().await.expect("producer");
+    // Long enough for a loaded broker to store the send in it.
     let txn = client
         .transaction()
-        .timeout(Duration::from_millis(500))
+        .timeout(FIRING_TIMEOUT)
         .begin()
         .await
         .expect("begin");
@@ -155,15 +156,12 @@ async fn commit_after_the_coordinator_timed_the_transaction_out_is_a_typed_error
         "{}/admin/v3/transactions/transactionMetadata/{}/{}",
         broker.admin_url, id.most_bits, id.least_bits
     );
-    guard("the coordinator times the transaction out", async {
-        loop {
-            let answer = crate::common::admin::try_call("GET", &url, None).await;
-            let open = answer.is_ok_and(|a| a.status == 200 && a.json()["status"] == "OPEN");
-            if !open {
-                return;
-            }
-        }
-    })
+    guard(
+        "the coordinator times the transaction out",
+        crate::common::admin::poll_until(&url, |answer| {
+            !answer.is_ok_and(|a| a.status == 200 && a.json()["status"] == "OPEN")
+        }),
+    )
     .await;
     let err = txn.commit().await.expect_err("timed out");
     assert!(matches!(err, TransactionError::TimedOut { .. }), "{err:?}");
@@ -184,7 +182,7 @@ async fn without_a_coordinator_begin_fails_naming_the_request() {
     };
     let client = pulsar_wire::Client::builder()
         .service_url(broker.service_url())
-        .operation_timeout(Duration::from_secs(1))
+        .operation_timeout(FIRING_TIMEOUT)
         .enable_transaction(true)
         .build()
         .await
@@ -234,7 +232,8 @@ async fn commit_on_partitioned(partitions: u32) {
         .expect("producer");
     let txn = client
         .transaction()
-        .timeout(Duration::from_secs(5))
+        // Longer than any loaded broker takes for the sends and the commit.
+        .timeout(Duration::from_secs(60))
         .begin()
         .await
         .expect("begin");

@@ -151,3 +151,44 @@ impl Tail {
         self.distinct.send_replace(distinct);
     }
 }
+
+/// The errors the roles met. One that may pass (the client says so: a
+/// send or receive that failed for a passing reason while brokers are
+/// killed or connections cut) is recorded and the role goes on; the run
+/// prints them all. Any other kind is one the client should never return
+/// under these faults: the role stops, and the run fails on it.
+#[derive(Debug, Default)]
+pub(super) struct Errors(Mutex<Vec<Met>>);
+
+/// One error a role met.
+#[derive(Debug)]
+pub(super) struct Met {
+    /// Which role, e.g. "consumer 1 of topic 2".
+    pub(super) role: String,
+    /// The error, as displayed (with what the role was doing).
+    pub(super) error: String,
+    /// Whether it may pass: the role went on.
+    pub(super) passing: bool,
+}
+
+impl Errors {
+    /// Records `error`, met by `role`; returns whether the role goes on.
+    pub(super) fn met(&self, role: &str, error: String, passing: bool) -> bool {
+        self.0.lock().expect("errors").push(Met {
+            role: role.to_owned(),
+            error,
+            passing,
+        });
+        passing
+    }
+
+    /// The errors met, in the order they came: (passing, not passing).
+    pub(super) fn split(&self) -> (Vec<String>, Vec<String>) {
+        let met = self.0.lock().expect("errors");
+        let line = |m: &Met| format!("{}: {}", m.role, m.error);
+        (
+            met.iter().filter(|m| m.passing).map(line).collect(),
+            met.iter().filter(|m| !m.passing).map(line).collect(),
+        )
+    }
+}
