@@ -50,9 +50,11 @@ pub(crate) struct Noted {
 }
 
 /// An ack that returned `Ok`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct AckedOk {
     at: u64,
+    /// The partition topic of the acked message.
+    topic: String,
     instance: usize,
     /// The rewind epoch when the ack was made.
     epoch: u64,
@@ -62,6 +64,21 @@ struct AckedOk {
     /// Where the acked message is stored (a producer that sent it again
     /// after a failure stores another, with an id of its own).
     id: MessageId,
+    /// Handed out again since (by a rewind): not acked as it stands.
+    handed_since: bool,
+}
+
+/// A message a cursor reset brought back, not yet handed out again.
+#[derive(Debug, Clone)]
+pub(crate) struct OwedCopy {
+    /// The record of the reset.
+    pub(crate) reset_at: u64,
+    /// (partition topic, where it is stored).
+    pub(crate) topic: String,
+    pub(crate) id: MessageId,
+    /// For a batch member, how many members of its entry the consumer
+    /// that acked it had acked by the reset.
+    pub(crate) members_acked: usize,
 }
 
 /// A batch member acked `Ok` and handed out again, without batch index
@@ -109,6 +126,10 @@ pub(crate) struct Journal {
     /// whatever the answer.
     pub(crate) attempted: HashSet<String>,
     acked_ok: HashMap<String, AckedOk>,
+    /// With receipts: messages acked `Ok` (so applied by the broker)
+    /// before a cursor reset and not handed out since. The reset brings
+    /// them back, so each is owed a hand-out (name → the reset's record).
+    pub(crate) owed_after_reset: HashMap<String, OwedCopy>,
     /// Per instance and entry: the batch indexes acked `Ok`.
     members_acked: HashMap<(usize, String, u64, u64), HashSet<i32>>,
     /// Batch members handed out again after an ack, judged at the end.
@@ -280,7 +301,39 @@ impl Journal {
         if kind == FaultKind::Seek {
             self.seeking += 1;
         }
+        if kind == FaultKind::ResetCursor && self.receipts {
+            self.owe_acked(at);
+        }
         self.faults.push((at, kind));
+    }
+
+    /// Records, at the cursor reset of record `at`, every message acked
+    /// `Ok` as owed a hand-out.
+    fn owe_acked(&mut self, at: u64) {
+        for (name, ack) in &self.acked_ok {
+            if ack.handed_since || ack.amid_seek {
+                continue;
+            }
+            let topic = ack.topic.clone();
+            let members_acked = self
+                .members_acked
+                .get(&(
+                    ack.instance,
+                    topic.clone(),
+                    ack.id.ledger_id,
+                    ack.id.entry_id,
+                ))
+                .map_or(0, HashSet::len);
+            self.owed_after_reset.insert(
+                name.clone(),
+                OwedCopy {
+                    reset_at: at,
+                    topic,
+                    id: ack.id,
+                    members_acked,
+                },
+            );
+        }
     }
 
     pub(crate) fn violation(&mut self, text: String) {
@@ -323,9 +376,15 @@ impl Journal {
         };
         let topic = msg.topic().to_owned();
         self.note(|| format!("consumer {instance} handed {name} {id}"));
+        if !self.owed_after_reset.is_empty() {
+            self.owed_after_reset.remove(&name);
+        }
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
-        let acked = self.acked_ok.get(&name).copied();
+        let acked = self.acked_ok.get(&name).cloned();
+        if let Some(ack) = self.acked_ok.get_mut(&name) {
+            ack.handed_since = true;
+        }
         if let Some(ack) = acked.filter(|a| key_of(&a.id) == key_of(&id)) {
             // A copy the broker sent before it learnt of the ack is one
             // the ack could not stop; without receipts the ack may still
@@ -427,10 +486,12 @@ impl Journal {
             name.to_owned(),
             AckedOk {
                 at,
+                topic: topic.to_owned(),
                 instance,
                 epoch,
                 amid_seek: self.seeking > 0,
                 id,
+                handed_since: false,
             },
         );
     }

@@ -8,7 +8,7 @@ use crate::testing::model::topic::Entry;
 use crate::testing::model::{Model, stored};
 use crate::testing::record::EventKind;
 
-use super::journal::{ReadMessage, name_of};
+use super::journal::{OwedCopy, ReadMessage, name_of};
 use super::roles::{SUBSCRIPTION, Stage};
 
 /// One message the broker stored: where, and the name it carries.
@@ -327,6 +327,29 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
             .unwrap_or(0);
         if copy.acked_before >= size {
             violations.push(format!("{} (its whole batch acked)", copy.text));
+        }
+    }
+
+    // A cursor reset brings back what the application acked Ok (with
+    // receipts, so the broker had applied it): each such message is handed
+    // out again after the reset, or dead-lettered. Without batch index ack,
+    // the acks of a batch's members reach the broker only with the whole
+    // batch, so members of a batch not wholly acked by then are not owed
+    // (as documented).
+    let mut owed: Vec<(&String, &OwedCopy)> = journal.owed_after_reset.iter().collect();
+    owed.sort_by_key(|(name, _)| *name);
+    for (name, copy) in owed {
+        let size = members
+            .get(&(copy.topic.as_str(), copy.id.ledger_id, copy.id.entry_id))
+            .copied()
+            .unwrap_or(0);
+        let never_sent =
+            copy.id.is_batch_member() && !journal.batch_index_ack && copy.members_acked < size;
+        if !never_sent && !dead.contains(name.as_str()) {
+            violations.push(format!(
+                "{name} ({} {}) was acked Ok before the cursor reset at record {}, and never handed out again after it",
+                copy.topic, copy.id, copy.reset_at
+            ));
         }
     }
 
