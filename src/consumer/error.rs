@@ -338,6 +338,27 @@ impl ConsumerError {
         }
     }
 
+    /// Whether the broker said the topic or the subscription does not
+    /// exist (deleted): nothing of the subscription is left there.
+    pub(crate) fn says_subscription_gone(&self) -> bool {
+        let source = match self {
+            Self::Request { source, .. }
+            | Self::Client {
+                source: ClientError::Request { source, .. },
+                ..
+            } => source,
+            _ => return false,
+        };
+        matches!(
+            source,
+            ConnectionError::Server {
+                code: crate::proto::ServerError::TopicNotFound
+                    | crate::proto::ServerError::SubscriptionNotFound,
+                ..
+            }
+        )
+    }
+
     /// Whether the caller, not the broker, is at fault (a setting that
     /// cannot work, a forbidden call, a closed consumer).
     pub fn is_misuse(&self) -> bool {

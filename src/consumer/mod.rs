@@ -813,6 +813,9 @@ impl Consumer {
     /// # Errors
     /// [`ConsumerError::Request`] if the broker refused (e.g. other
     /// consumers are still attached); the consumer stays open then.
+    /// [`ConsumerError::Lost`] naming a topic (partition) given up whose
+    /// subscription stays on the broker: the others are unsubscribed, and
+    /// the consumer stays open.
     pub async fn unsubscribe(&self) -> Result<(), ConsumerError> {
         self.ask(task::Command::Unsubscribe).await
     }

@@ -274,6 +274,54 @@ async fn a_topic_given_up_is_reported_once_and_the_others_go_on() {
     .await;
 }
 
+// A topic given up while its subscription stays on the broker (here it
+// refuses the subscribe for good): an unsubscribe cannot remove that
+// subscription, so it fails naming the topic, as the Java client's does,
+// after unsubscribing the others.
+#[tokio::test(start_paused = true)]
+async fn an_unsubscribe_fails_naming_a_topic_given_up_whose_subscription_stays() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("unsubscribe with a topic given up", async {
+        let subscribing = subscribing(&net, |b| {
+            b.topic(OTHER).subscription_type(SubscriptionType::Shared)
+        });
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 0).await;
+        metadata(&mut broker, 0).await;
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let (id, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::success(request)).await;
+            broker.expect(Type::Flow).await;
+            ids.push(id);
+        }
+        let mut consumer = subscribing.await.expect("task").expect("subscribed");
+        broker.send(close_consumer(ids[1])).await;
+        let (_, request) = lookup_then_subscribe(&mut broker).await;
+        let refused = answer::error(request, ServerError::NotAllowedError, "not allowed");
+        broker.send(refused).await;
+        let lost = consumer.receive().await;
+        assert!(
+            matches!(&lost, Err(ConsumerError::Lost { topic, .. }) if topic == OTHER),
+            "{lost:?}"
+        );
+        let script = async {
+            let unsubscribe = broker.expect(Type::Unsubscribe).await;
+            let body = unsubscribe.command.unsubscribe.as_ref().expect("body");
+            assert_eq!(body.consumer_id, ids[0]);
+            broker.send(answer::success(body.request_id)).await;
+        };
+        let (unsubscribed, ()) = tokio::join!(consumer.unsubscribe(), script);
+        assert!(
+            matches!(&unsubscribed, Err(ConsumerError::Lost { topic, .. }) if topic == OTHER),
+            "{unsubscribed:?}"
+        );
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_close_that_meets_a_lost_connection_is_done_and_closing_again_too() {
     let net = FakeNetwork::new();

@@ -246,6 +246,7 @@ impl Driver {
             subscribed_at: clock::now(),
             delivered: false,
             lost: false,
+            left_behind: false,
             removed: false,
         });
     }

@@ -41,6 +41,10 @@ pub(super) struct Sub {
     pub(super) delivered: bool,
     /// Gave up subscribing again; receivers fail once every sub is lost.
     pub(super) lost: bool,
+    /// Given up while its subscription stays on the broker (the broker
+    /// did not say the topic or the subscription is gone): an unsubscribe
+    /// cannot remove it.
+    pub(super) left_behind: bool,
     /// Its topic is gone (deleted, or no longer matched by the pattern):
     /// closed, and freed at the end of the loop's turn (see leave.rs).
     pub(super) removed: bool,

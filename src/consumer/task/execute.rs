@@ -306,11 +306,25 @@ impl Driver {
         Ok(false)
     }
 
+    /// Unsubscribes every topic with a consumer on the broker. A topic
+    /// given up has none to unsubscribe with: if its subscription stays
+    /// there, the unsubscribe fails naming it (after the others), as the
+    /// Java client's fails when a consumer is not connected.
     pub(super) async fn unsubscribe(&mut self) -> Result<(), ConsumerError> {
-        // A partition given up has no consumer to unsubscribe with.
         self.request_each("UNSUBSCRIBE", commands::unsubscribe)
-            .await
-            .map(drop)
+            .await?;
+        let left = self
+            .subs
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.lost && s.left_behind && !s.removed);
+        match left {
+            Some((index, sub)) => Err(ConsumerError::Lost {
+                topic: sub.name.to_string(),
+                attempts: self.resubscribes.attempts(index),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Sends the grouped individual acks of sub `index` in one ACK frame.

@@ -219,6 +219,7 @@ impl Driver {
                 sub.conn = conn;
                 sub.id = id;
                 sub.lost = false;
+                sub.left_behind = false;
                 sub.subscribed_at = clock::now();
                 sub.delivered = false;
                 self.shelf.lock().slots[index]
@@ -236,6 +237,7 @@ impl Driver {
             Err(e) => {
                 warn!(topic = %sub.name, error = %e, "subscription given up");
                 sub.lost = true;
+                sub.left_behind = !e.says_subscription_gone();
                 // Receivers hear of it once; every receive fails once all
                 // are gone (see `all_lost`).
                 let others_live = self.subs.iter().any(|s| !s.lost && !s.removed);
