@@ -282,3 +282,47 @@ async fn with_receipts_an_ack_confirmed_after_a_reconnect_comes_back_after_a_res
     )
     .await;
 }
+
+// With batch index ack, an ACK lost with the connection goes out again
+// after the reconnect; if that reconnect was an operator's reset, the
+// members acked before it are unacked on the broker. The ACK sent again
+// acks its own member alone, never those.
+#[tokio::test(start_paused = true)]
+async fn with_batch_index_ack_an_ack_sent_again_after_a_reset_acks_its_member_alone() {
+    let net = FakeNetwork::new();
+    guard("member ack sent again after a reset", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .batch_index_ack(true)
+                .ack_receipts(true)
+        })
+        .await;
+        broker.send_frame(super::acks::batch(id, 1, 4)).await;
+        let first = consumer.receive().await.expect("receive");
+        let (acked, ()) = tokio::join!(consumer.ack(&first), member_acks(&mut broker, &[0], true));
+        acked.expect("ack confirmed");
+        let second = consumer.receive().await.expect("receive");
+        let acking = tokio::spawn(async move {
+            let acked = consumer.ack(&second).await;
+            (consumer, acked)
+        });
+        // Its answer is lost with the consumer, which the reset closes.
+        member_acks(&mut broker, &[1], false).await;
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        let frame = loop {
+            let frame = broker.recv().await.expect("the client's frames");
+            if frame.command.ack.is_some() {
+                break frame;
+            }
+        };
+        let ack = frame.command.ack.expect("an ACK");
+        assert_eq!(ack.consumer_id, again);
+        let set = ack.message_id[0].ack_set.first().copied().unwrap_or(0);
+        assert_eq!(set & 0b1111, 0b1101, "member 1 alone is acked");
+        let request = ack.request_id.expect("every ACK is a request");
+        broker.send(answer::ack_response(again, request)).await;
+        let (_consumer, acked) = acking.await.expect("task");
+        acked.expect("ack confirmed");
+    })
+    .await;
+}

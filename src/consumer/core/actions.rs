@@ -152,8 +152,11 @@ impl<M> Actions<M> {
             ack_set: Some(set),
         }) = self.queue.back_mut()
         {
-            if ids[..] == [entry] {
-                *set = ack_set;
+            if ids[..] == [entry] && set.len() == ack_set.len() {
+                // Both acks in one: a member is unacked if unacked in both.
+                for (word, other) in set.iter_mut().zip(&ack_set) {
+                    *word &= other;
+                }
                 return;
             }
         }

@@ -58,6 +58,27 @@ impl Entry {
         self.live == 0 && self.forwarding == 0 && self.acked_count == 0 && !self.asked_again
     }
 
+    /// The `ack_set` that acks member `index` alone: every bit set but its.
+    /// The broker keeps the members still unacked by and-ing the sets it
+    /// gets, so an ACK sent again after a rewind made elsewhere (an
+    /// operator's reset, which forgets the members acked before it) acks
+    /// that member and no other.
+    fn ack_set_of(&self, index: u32) -> Vec<i64> {
+        let mut words = vec![0_u64; self.size.div_ceil(64) as usize];
+        for (i, word) in words.iter_mut().enumerate() {
+            let bits = self.size.saturating_sub(i as u32 * 64).min(64);
+            *word = if bits == 64 {
+                u64::MAX
+            } else {
+                (1_u64 << bits) - 1
+            };
+        }
+        if let Some(word) = words.get_mut((index / 64) as usize) {
+            *word &= !(1_u64 << (index % 64));
+        }
+        words.into_iter().map(|w| w as i64).collect()
+    }
+
     /// The protocol's `ack_set`: bit `i` set while member `i` is unacked.
     fn ack_set(&self) -> Vec<i64> {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
@@ -151,7 +172,7 @@ impl BatchAcks {
             entry.live = entry.live.saturating_sub(1);
         }
         entry.set_acked(id.batch_index as u32);
-        Self::outcome(&mut self.entries, key)
+        Self::member_outcome(&mut self.entries, id)
     }
 
     /// The application acked member `id`, which the consumer no longer
@@ -168,7 +189,25 @@ impl BatchAcks {
             (None, _) => return MemberAck::Untracked,
         };
         entry.set_acked(id.batch_index as u32);
-        Self::outcome(&mut self.entries, key)
+        Self::member_outcome(&mut self.entries, id)
+    }
+
+    /// The outcome of acking member `id` alone: a partial ack names that
+    /// member only.
+    fn member_outcome(
+        entries: &mut HashMap<MessageId, Entry, IdBuildHasher>,
+        id: MessageId,
+    ) -> MemberAck {
+        match Self::outcome(entries, id.entry()) {
+            MemberAck::Partial(key, _) => {
+                let set = entries
+                    .get(&key)
+                    .map(|e| e.ack_set_of(id.batch_index as u32))
+                    .unwrap_or_default();
+                MemberAck::Partial(key, set)
+            }
+            other => other,
+        }
     }
 
     /// The state of `id`'s entry, made for a batch of `size` if it has none.

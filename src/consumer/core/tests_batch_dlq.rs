@@ -191,7 +191,7 @@ fn an_entry_with_every_member_skipped_is_acked_at_once_and_others_leave_no_state
 }
 
 #[test]
-fn with_batch_index_ack_a_member_ack_carries_the_skipped_members_as_acked() {
+fn with_batch_index_ack_a_member_ack_names_that_member_and_the_last_acks_the_entry() {
     let t0 = crate::clock::now();
     let config = CoreConfig {
         batch_index_ack_enabled: true,
@@ -205,7 +205,7 @@ fn with_batch_index_ack_a_member_ack_carries_the_skipped_members_as_acked() {
     let partial = A::Ack {
         ids: vec![id(5)],
         cumulative: false,
-        ack_set: Some(vec![0b1000]),
+        ack_set: Some(vec![0b1101]),
     };
     assert_eq!(drain(&mut core), [partial]);
     core.ack(t0, member(5, 3));
