@@ -53,6 +53,25 @@ async fn an_unreachable_broker_fails_with_the_address() {
 }
 
 #[tokio::test]
+async fn subscription_types_are_taken_as_the_official_tools_spell_them() {
+    // Accepted, so the run goes on to the (unreachable) broker: exit 1,
+    // not a usage error.
+    let port = crate::common::broker::reserve_addr().port();
+    let url = format!("pulsar://127.0.0.1:{port}");
+    for (flag, kind) in [
+        ("-t", "Shared"),
+        ("-t", "Key_Shared"),
+        ("-t", "KEY_SHARED"),
+        ("-t", "key-shared"),
+        ("--subscription-type", "Failover"),
+        ("--type", "exclusive"),
+    ] {
+        let run = pulsar_wire(&url, &["consume", "t", "-s", "s", "-n", "1", flag, kind]).await;
+        assert_failed(&run, 1, &format!("127.0.0.1:{port}"));
+    }
+}
+
+#[tokio::test]
 async fn bad_arguments_are_usage_errors_with_exit_code_2() {
     for (args, needle) in [
         (&["produce", "t", "--compression", "brotli"][..], "brotli"),

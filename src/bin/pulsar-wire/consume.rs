@@ -23,8 +23,16 @@ pub(crate) struct Args {
     #[arg(short = 's', long)]
     subscription: String,
 
-    /// The subscription type.
-    #[arg(short = 't', long = "type", value_enum, default_value_t = SubType::Exclusive)]
+    /// The subscription type (any case; `Key_Shared` as the official tools
+    /// spell it).
+    #[arg(
+        short = 't',
+        long = "type",
+        alias = "subscription-type",
+        value_enum,
+        ignore_case = true,
+        default_value_t = SubType::Exclusive
+    )]
     sub_type: SubType,
 
     /// Exit after this many messages (default: run until idle or Ctrl-C).
@@ -74,6 +82,7 @@ pub(crate) enum SubType {
     Exclusive,
     Shared,
     Failover,
+    #[value(alias = "key_shared")]
     KeyShared,
 }
 

@@ -33,7 +33,14 @@ pub(crate) struct Args {
     subscription: String,
 
     /// The subscription type.
-    #[arg(short = 't', long = "type", value_enum, default_value_t = SubType::Exclusive)]
+    #[arg(
+        short = 't',
+        long = "type",
+        alias = "subscription-type",
+        value_enum,
+        ignore_case = true,
+        default_value_t = SubType::Exclusive
+    )]
     sub_type: SubType,
 
     /// Where a new subscription starts.
