@@ -72,6 +72,43 @@ async fn subscription_types_are_taken_as_the_official_tools_spell_them() {
 }
 
 #[tokio::test]
+async fn the_official_tools_flags_are_taken_where_they_mean_the_same() {
+    // Accepted, so the run goes on to the (unreachable) broker: exit 1,
+    // not a usage error.
+    let port = crate::common::broker::reserve_addr().port();
+    let url = format!("pulsar://127.0.0.1:{port}");
+    for args in [
+        &["produce", "t", "-m", "x", "--num-produce", "2", "-k", "key"][..],
+        &["produce", "t", "-m", "x", "--properties", "a=b", "-c"][..],
+        &[
+            "consume",
+            "t",
+            "--subscription-name",
+            "s",
+            "--num-messages",
+            "1",
+        ][..],
+        &[
+            "consume", "t", "-s", "s", "-n", "1", "-p", "Earliest", "-q", "10",
+        ][..],
+        &[
+            "consume",
+            "t",
+            "-s",
+            "s",
+            "-n",
+            "1",
+            "--subscription-position",
+            "latest",
+        ][..],
+        &["consume", "t", "-s", "s", "-n", "1", "--queue-size", "10"][..],
+    ] {
+        let run = pulsar_wire(&url, args).await;
+        assert_failed(&run, 1, &format!("127.0.0.1:{port}"));
+    }
+}
+
+#[tokio::test]
 async fn bad_arguments_are_usage_errors_with_exit_code_2() {
     for (args, needle) in [
         (&["produce", "t", "--compression", "brotli"][..], "brotli"),

@@ -20,7 +20,7 @@ pub(crate) struct Args {
     topic: String,
 
     /// The subscription name.
-    #[arg(short = 's', long)]
+    #[arg(short = 's', long, alias = "subscription-name")]
     subscription: String,
 
     /// The subscription type (any case; `Key_Shared` as the official tools
@@ -36,11 +36,24 @@ pub(crate) struct Args {
     sub_type: SubType,
 
     /// Exit after this many messages (default: run until idle or Ctrl-C).
-    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        short = 'n',
+        long,
+        alias = "num-messages",
+        value_name = "COUNT",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     count: Option<u64>,
 
-    /// Where a new subscription starts.
-    #[arg(long, value_enum, default_value_t = Position::Latest)]
+    /// Where a new subscription starts (any case).
+    #[arg(
+        short = 'p',
+        long,
+        alias = "subscription-position",
+        value_enum,
+        ignore_case = true,
+        default_value_t = Position::Latest
+    )]
     position: Position,
 
     /// What to do with each message.
@@ -56,7 +69,13 @@ pub(crate) struct Args {
     idle_exit_ms: Option<u64>,
 
     /// How many messages the broker may push ahead of the application.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        short = 'q',
+        long,
+        alias = "queue-size",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     receiver_queue: u32,
 
     /// Forward a message to the dead-letter topic instead of delivering it

@@ -44,7 +44,13 @@ pub(crate) struct Args {
 
     /// With -m: how many times to send the list; without: how many
     /// generated payloads to send.
-    #[arg(short = 'n', long, value_name = "COUNT", default_value_t = 1)]
+    #[arg(
+        short = 'n',
+        long,
+        alias = "num-produce",
+        value_name = "COUNT",
+        default_value_t = 1
+    )]
     count: u64,
 
     /// Size of each generated payload in bytes (without -m).
@@ -57,11 +63,17 @@ pub(crate) struct Args {
     size: usize,
 
     /// The partition key of every message.
-    #[arg(long)]
+    #[arg(short = 'k', long)]
     key: Option<String>,
 
     /// A property of every message (repeat for several).
-    #[arg(short = 'p', long = "property", value_name = "KEY=VALUE", value_parser = crate::key_value)]
+    #[arg(
+        short = 'p',
+        long = "property",
+        alias = "properties",
+        value_name = "KEY=VALUE",
+        value_parser = crate::key_value
+    )]
     properties: Vec<(String, String)>,
 
     /// Batch messages (off by default: one entry per message).
@@ -70,7 +82,7 @@ pub(crate) struct Args {
 
     /// Split a message over the broker's max message size into chunks
     /// (consumers put them together again); turns batching off.
-    #[arg(long, conflicts_with = "batch")]
+    #[arg(short = 'c', long, conflicts_with = "batch")]
     chunking: bool,
 
     /// Payload compression.
