@@ -317,3 +317,26 @@ async fn log_lines_go_to_stderr_and_leave_stdout_to_results() {
         assert!(run.stderr.contains(needle), "no {needle:?} in {run:#?}");
     }
 }
+
+#[tokio::test]
+async fn hide_content_prints_each_payloads_size_instead_of_it() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-hide-content");
+    pulsar_wire(&url, &["produce", &topic, "-m", "wörld"])
+        .await
+        .ok_lines();
+    pulsar_wire(&url, &["produce", &topic, "--base64", "-m", "AAEC/w=="])
+        .await
+        .ok_lines();
+    let mut args = from_earliest(&topic, "2").to_vec();
+    args.push("--hide-content");
+    let lines = pulsar_wire(&url, &args).await.ok_lines();
+    let sizes: Vec<_> = lines.iter().map(|l| l["payload_size"].clone()).collect();
+    assert_eq!(sizes, [json!(6), json!(4)], "{lines:?}");
+    for line in &lines {
+        assert!(line.get("payload").is_none() && line.get("payload_base64").is_none());
+    }
+}

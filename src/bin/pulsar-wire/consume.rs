@@ -64,6 +64,11 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     ack_timeout_ms: Option<u64>,
 
+    /// Print no payload (nor its decoded value), only its size, as
+    /// `payload_size` (the official tools' `--hide-content`).
+    #[arg(long)]
+    hide_content: bool,
+
     /// Exit after this many milliseconds without a message.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     idle_exit_ms: Option<u64>,
@@ -213,7 +218,11 @@ async fn consume(
             Ok(())
         };
         let mut line = message_line(&msg, applied);
-        writers.add_value(&msg, &mut line).await;
+        if args.hide_content {
+            hide_content(&mut line, msg.payload().len());
+        } else {
+            writers.add_value(&msg, &mut line).await;
+        }
         print_then(|| crate::print_json(&line), apply).await?;
         seen += 1;
     }
@@ -280,6 +289,17 @@ async fn print_then(
 ) -> Result<(), BoxError> {
     print()?;
     apply.await
+}
+
+/// Takes the payload out of a message's line (`--hide-content`): its size
+/// stays, as `payload_size`.
+fn hide_content(line: &mut serde_json::Value, size: usize) {
+    let Some(fields) = line.as_object_mut() else {
+        return;
+    };
+    fields.remove("payload_base64");
+    fields.remove("payload");
+    fields.insert("payload_size".into(), size.into());
 }
 
 /// One message as a JSON line: the payload as text when it is UTF-8,
