@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::json;
 
-use crate::common::broker::TestBroker;
+use crate::common::broker::{BrokerKind, TestBroker, skip_unless};
 use crate::common::unique_topic;
 use crate::pulsar_wire;
 
@@ -338,5 +338,32 @@ async fn hide_content_prints_each_payloads_size_instead_of_it() {
     assert_eq!(sizes, [json!(6), json!(4)], "{lines:?}");
     for line in &lines {
         assert!(line.get("payload").is_none() && line.get("payload_base64").is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_non_durable_subscription_reads_from_the_earliest_and_is_forgotten() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite keeps a non-durable subscription's acks once its consumer is gone",
+    ) {
+        return;
+    }
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-non-durable");
+    pulsar_wire(&url, &["produce", &topic, "-m", "one"])
+        .await
+        .ok_lines();
+    let mut args = from_earliest(&topic, "1").to_vec();
+    args.extend(["-m", "NonDurable"]);
+    for _ in 0..2 {
+        // Nothing of the first run's subscription (nor its ack) is left:
+        // the second reads the same message again.
+        let lines = pulsar_wire(&url, &args).await.ok_lines();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["payload"], "one");
     }
 }

@@ -56,6 +56,17 @@ pub(crate) struct Args {
     )]
     position: Position,
 
+    /// Whether the subscription outlives the command (durable) or is
+    /// forgotten when it exits (non-durable); any case.
+    #[arg(
+        short = 'm',
+        long = "subscription-mode",
+        value_enum,
+        ignore_case = true,
+        default_value_t = Mode::Durable
+    )]
+    mode: Mode,
+
     /// What to do with each message.
     #[arg(long, value_enum, default_value_t = Outcome::Ack)]
     outcome: Outcome,
@@ -121,6 +132,14 @@ impl From<SubType> for SubscriptionType {
     }
 }
 
+/// Whether the subscription outlives its consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Durable,
+    #[value(alias = "nondurable")]
+    NonDurable,
+}
+
 /// Where a new subscription starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Position {
@@ -153,6 +172,7 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .consumer(args.topic.as_str(), args.subscription.as_str())
         .subscription_type(args.sub_type.into())
         .initial_position(args.position.into())
+        .durable(args.mode == Mode::Durable)
         .receiver_queue_size(args.receiver_queue);
     if let Some(ms) = args.ack_timeout_ms {
         builder = builder.ack_timeout(Duration::from_millis(ms));
