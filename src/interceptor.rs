@@ -107,7 +107,9 @@ pub trait ConsumerInterceptor: fmt::Debug + Send + Sync + 'static {
 
     /// Called in the consumer's task when the application acks `id` of
     /// `topic` (a partition's full name), individually or cumulatively,
-    /// as the ack is recorded (before it reaches the broker).
+    /// as the ack is recorded (before it reaches the broker). For a
+    /// chunked message, `id` is its first chunk's (see
+    /// [`MessageId::first_chunk`]); so it is in the calls below.
     fn on_acknowledge(&self, topic: &str, id: MessageId, cumulative: bool) {
         let _ = (topic, id, cumulative);
     }

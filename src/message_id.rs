@@ -16,6 +16,14 @@ use crate::proto::MessageIdData;
 /// Ids of one topic partition order by ledger, then entry, then batch index
 /// (a whole entry, `batch_index == -1`, sorts before its members).
 ///
+/// A chunked message is stored in several entries. Its id is where it
+/// ends, its last chunk, and carries its first chunk beside it
+/// ([`first_chunk`](Self::first_chunk)), as the Java client's
+/// `ChunkMessageId` does: it orders, compares and hashes by its last chunk,
+/// so ids handed out on an Exclusive or Failover subscription rise, and a
+/// seek or a reader's start at it reads from its first chunk. Its text form
+/// is the Java client's too: `first;last`, e.g. `12:7:-1;12:9:-1`.
+///
 /// # Examples
 /// ```
 /// use pulsar_wire::MessageId;
@@ -25,7 +33,7 @@ use crate::proto::MessageIdData;
 /// assert_eq!(MessageId::new(12, 7).to_string(), "12:7:-1");
 /// # Ok::<(), pulsar_wire::message_id::ParseMessageIdError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 pub struct MessageId {
     /// The BookKeeper ledger holding the entry.
     pub ledger_id: u64,
@@ -35,7 +43,13 @@ pub struct MessageId {
     pub partition: i32,
     /// The index inside a batched entry, or `-1` when the entry is not a batch.
     pub batch_index: i32,
+    /// A chunked message's first chunk, as (ledger, entry); `NO_CHUNK`
+    /// for any other message.
+    pub(crate) first_chunk: (u64, u64),
 }
+
+/// `first_chunk` of a message that is not chunked.
+pub(crate) const NO_CHUNK: (u64, u64) = (u64::MAX, u64::MAX);
 
 impl MessageId {
     /// An id for a whole entry of a non-partitioned topic.
@@ -45,6 +59,7 @@ impl MessageId {
             entry_id,
             partition: -1,
             batch_index: -1,
+            first_chunk: NO_CHUNK,
         }
     }
 
@@ -54,6 +69,7 @@ impl MessageId {
         entry_id: u64::MAX,
         partition: -1,
         batch_index: -1,
+        first_chunk: NO_CHUNK,
     };
 
     /// The position after the last message: subscribe or seek here to read only new ones.
@@ -62,6 +78,7 @@ impl MessageId {
         entry_id: i64::MAX as u64,
         partition: -1,
         batch_index: -1,
+        first_chunk: NO_CHUNK,
     };
 
     /// The same id with `partition` set (ids from a partition's own connection
@@ -84,6 +101,50 @@ impl MessageId {
     #[must_use]
     pub const fn entry(self) -> Self {
         self.with_batch_index(-1)
+    }
+
+    /// The id of a chunked message whose first chunk is at `first` and
+    /// last chunk at `self` (see [`first_chunk`](Self::first_chunk)).
+    #[must_use]
+    pub const fn with_first_chunk(self, first: Self) -> Self {
+        Self {
+            first_chunk: (first.ledger_id, first.entry_id),
+            ..self
+        }
+    }
+
+    /// For a chunked message, the id of its first chunk (its own id is
+    /// its last chunk's); `None` for any other message.
+    ///
+    /// # Examples
+    /// ```
+    /// use pulsar_wire::MessageId;
+    /// let id: MessageId = "12:7:-1;12:9:-1".parse()?;
+    /// assert_eq!(id, MessageId::new(12, 9));
+    /// assert_eq!(id.first_chunk(), Some(MessageId::new(12, 7)));
+    /// assert_eq!(MessageId::new(12, 9).first_chunk(), None);
+    /// # Ok::<(), pulsar_wire::message_id::ParseMessageIdError>(())
+    /// ```
+    pub const fn first_chunk(&self) -> Option<Self> {
+        if self.first_chunk.0 == NO_CHUNK.0 && self.first_chunk.1 == NO_CHUNK.1 {
+            return None;
+        }
+        Some(Self {
+            ledger_id: self.first_chunk.0,
+            entry_id: self.first_chunk.1,
+            partition: self.partition,
+            batch_index: -1,
+            first_chunk: NO_CHUNK,
+        })
+    }
+
+    /// Where the broker is to start for a message at this id: its first
+    /// chunk, for a chunked message; the id itself otherwise.
+    pub(crate) const fn start(self) -> Self {
+        match self.first_chunk() {
+            Some(first) => first,
+            None => self,
+        }
     }
 
     /// Whether this id names a member of a batched entry.
@@ -138,7 +199,37 @@ impl MessageId {
             entry_id: data.entry_id,
             partition: data.partition(),
             batch_index: data.batch_index(),
+            first_chunk: NO_CHUNK,
         }
+    }
+}
+
+/// A [`MessageId`] without a chunked message's first chunk, in 24 bytes:
+/// for tables that hold one per message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BareId {
+    ledger_id: u64,
+    entry_id: u64,
+    partition: i32,
+    batch_index: i32,
+}
+
+impl From<MessageId> for BareId {
+    fn from(id: MessageId) -> Self {
+        Self {
+            ledger_id: id.ledger_id,
+            entry_id: id.entry_id,
+            partition: id.partition,
+            batch_index: id.batch_index,
+        }
+    }
+}
+
+impl From<BareId> for MessageId {
+    fn from(id: BareId) -> Self {
+        Self::new(id.ledger_id, id.entry_id)
+            .with_partition(id.partition)
+            .with_batch_index(id.batch_index)
     }
 }
 
@@ -154,6 +245,48 @@ impl From<MessageId> for MessageIdData {
     }
 }
 
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("MessageId");
+        d.field("ledger_id", &self.ledger_id)
+            .field("entry_id", &self.entry_id)
+            .field("partition", &self.partition)
+            .field("batch_index", &self.batch_index);
+        if let Some(first) = self.first_chunk() {
+            d.field("first_chunk", &(first.ledger_id, first.entry_id));
+        }
+        d.finish()
+    }
+}
+
+impl PartialEq for MessageId {
+    /// Equal when they name the same position: a chunked message's first
+    /// chunk takes no part (as in the Java client).
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for MessageId {}
+
+impl std::hash::Hash for MessageId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl MessageId {
+    /// What equality, hashing and order look at, in the order they sort.
+    fn key(&self) -> (u64, u64, i32, i32) {
+        (
+            self.ledger_id,
+            self.entry_id,
+            self.batch_index,
+            self.partition,
+        )
+    }
+}
+
 impl PartialOrd for MessageId {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -162,23 +295,15 @@ impl PartialOrd for MessageId {
 
 impl Ord for MessageId {
     fn cmp(&self, other: &Self) -> Ordering {
-        (
-            self.ledger_id,
-            self.entry_id,
-            self.batch_index,
-            self.partition,
-        )
-            .cmp(&(
-                other.ledger_id,
-                other.entry_id,
-                other.batch_index,
-                other.partition,
-            ))
+        self.key().cmp(&other.key())
     }
 }
 
 impl fmt::Display for MessageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(first) = self.first_chunk() {
+            write!(f, "{first};")?;
+        }
         write!(f, "{}:{}:{}", self.ledger_id, self.entry_id, self.partition)?;
         if self.is_batch_member() {
             write!(f, ":{}", self.batch_index)?;
@@ -187,9 +312,13 @@ impl fmt::Display for MessageId {
     }
 }
 
-/// The text was not `ledger:entry:partition[:batch]`.
+/// The text was not `ledger:entry:partition[:batch]`, or a chunked
+/// message's `first;last` of two such ids on one partition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid message id {input:?}: expected ledger:entry:partition[:batch]")]
+#[error(
+    "invalid message id {input:?}: expected ledger:entry:partition[:batch], \
+     or first;last for a chunked message"
+)]
 pub struct ParseMessageIdError {
     /// The text that failed to parse.
     pub input: String,
@@ -202,23 +331,43 @@ impl FromStr for MessageId {
         let err = || ParseMessageIdError {
             input: s.to_owned(),
         };
+        if let Some((first, last)) = s.split_once(';') {
+            let (first, last) = (Self::parse_one(first), Self::parse_one(last));
+            return match (first, last) {
+                (Some(first), Some(last))
+                    if first.partition == last.partition
+                        && !first.is_batch_member()
+                        && !last.is_batch_member() =>
+                {
+                    Ok(last.with_first_chunk(first))
+                }
+                _ => Err(err()),
+            };
+        }
+        Self::parse_one(s).ok_or_else(err)
+    }
+}
+
+impl MessageId {
+    /// Parses `ledger:entry:partition[:batch]`.
+    fn parse_one(s: &str) -> Option<Self> {
         let mut parts = s.split(':');
-        let mut next = || parts.next().ok_or_else(err);
-        let ledger_id = next()?.parse().map_err(|_| err())?;
-        let entry_id = next()?.parse().map_err(|_| err())?;
-        let partition = next()?.parse().map_err(|_| err())?;
+        let ledger_id = parts.next()?.parse().ok()?;
+        let entry_id = parts.next()?.parse().ok()?;
+        let partition = parts.next()?.parse().ok()?;
         let batch_index = match parts.next() {
             None => -1,
-            Some(b) => b.parse().map_err(|_| err())?,
+            Some(b) => b.parse().ok()?,
         };
         if parts.next().is_some() || partition < -1 || batch_index < -1 {
-            return Err(err());
+            return None;
         }
-        Ok(Self {
+        Some(Self {
             ledger_id,
             entry_id,
             partition,
             batch_index,
+            first_chunk: NO_CHUNK,
         })
     }
 }
@@ -229,7 +378,7 @@ mod tests {
 
     #[test]
     fn text_form_round_trips() {
-        for text in ["0:0:-1", "1:0:-1:0", "7:42:3", "7:42:3:9"] {
+        for text in ["0:0:-1", "1:0:-1:0", "7:42:3", "7:42:3:9", "7:40:3;7:42:3"] {
             let id: MessageId = text.parse().unwrap();
             assert_eq!(id.to_string(), text);
         }
@@ -237,7 +386,20 @@ mod tests {
 
     #[test]
     fn bad_text_is_a_typed_error_naming_the_input() {
-        for text in ["", "1", "1:2", "a:2:3", "1:2:3:4:5", "1:2:-2", "1:2:3:x"] {
+        let bad = [
+            "",
+            "1",
+            "1:2",
+            "a:2:3",
+            "1:2:3:4:5",
+            "1:2:-2",
+            "1:2:3:x",
+            "1:2:3;",
+            "1:2:0;1:4:1",
+            "1:2:0:1;1:4:0",
+            "1:2:0;1:4:0;1:5:0",
+        ];
+        for text in bad {
             let err = text.parse::<MessageId>().unwrap_err();
             assert_eq!(err.input, text);
         }
@@ -249,6 +411,28 @@ mod tests {
         assert_eq!((data.partition, data.batch_index), (None, None));
         let id = MessageId::new(5, 6).with_partition(2).with_batch_index(0);
         assert_eq!(MessageId::from_proto(&id.to_proto()), id);
+    }
+
+    #[test]
+    fn a_chunked_message_is_its_last_chunk_with_its_first_beside() {
+        let last = MessageId::new(3, 9).with_partition(1);
+        let id = last.with_first_chunk(MessageId::new(3, 4));
+        assert_eq!(id, last, "equal by the last chunk");
+        assert_eq!(id.cmp(&last), Ordering::Equal);
+        assert!(MessageId::new(3, 5).with_partition(1) < id);
+        assert_eq!(
+            id.first_chunk(),
+            Some(MessageId::new(3, 4).with_partition(1))
+        );
+        assert_eq!(id.start(), MessageId::new(3, 4).with_partition(1));
+        assert_eq!(last.first_chunk(), None);
+        assert_eq!(last.start(), last);
+        let state = std::hash::RandomState::new();
+        assert_eq!(
+            std::hash::BuildHasher::hash_one(&state, id),
+            std::hash::BuildHasher::hash_one(&state, last)
+        );
+        assert_eq!(id.to_string(), "3:4:1;3:9:1");
     }
 
     #[test]

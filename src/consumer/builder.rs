@@ -480,8 +480,8 @@ impl ConsumerBuilder {
     /// How many chunked messages may be assembled at once (default 10, as
     /// Java's `maxPendingChunkedMessage`; 0: no bound). A message too large
     /// for one entry arrives in chunks, possibly interleaved with other
-    /// messages' chunks; the consumer hands it out whole, under its first
-    /// chunk's id, once its last chunk is in. A first chunk beyond this
+    /// messages' chunks; the consumer hands it out whole once its last
+    /// chunk is in, under the last chunk's id (see [`MessageId::first_chunk`](crate::MessageId::first_chunk)). A first chunk beyond this
     /// bound drops the oldest incomplete message: its chunks stay unacked
     /// (the ack timeout or a reconnect brings them back), or are acked with
     /// [`auto_ack_oldest_chunked_message_on_queue_full`](Self::auto_ack_oldest_chunked_message_on_queue_full).

@@ -52,8 +52,9 @@ pub(crate) struct MessageFields {
     pub(crate) undecoded: Option<Box<Undecoded>>,
     /// The version of the schema the producer wrote it with.
     pub(crate) schema_version: Option<Bytes>,
-    /// For a chunked message, its last chunk's id (its own is its first
-    /// chunk's): where the message ends in the topic.
+    /// For a chunked message, its last chunk's id: where the message ends
+    /// in the topic (`id` holds its first chunk's, by which the consumer
+    /// knows it inside).
     pub(crate) last_chunk: Option<MessageId>,
 }
 
@@ -68,9 +69,16 @@ pub(crate) struct Undecoded {
 
 impl Message {
     /// The message id; a batch member's carries its `batch_index`, a
-    /// partition's message its partition.
+    /// partition's message its partition. A chunked message's is its last
+    /// chunk's, with its first chunk beside it
+    /// ([`MessageId::first_chunk`]), as the Java client's: ids rise in
+    /// the order messages are handed out on an Exclusive or Failover
+    /// subscription.
     pub fn id(&self) -> MessageId {
-        self.0.id
+        match self.0.last_chunk {
+            Some(last) => last.with_first_chunk(self.0.id),
+            None => self.0.id,
+        }
     }
 
     /// Where the message ends in its topic: its id, or a chunked

@@ -28,10 +28,11 @@
 //! before that point, so the broker is asked to start at its first chunk
 //! instead, and the boundary still drops what comes again before it.
 //!
-//! A chunked message is where its last chunk is (as the Java client orders
-//! chunked ids), though its id is its first chunk's: a reader that read
-//! messages lying between its chunks has not read it, and once it has,
-//! resumes after its last chunk.
+//! A chunked message is where its last chunk is, as its id says (the Java
+//! client's `ChunkMessageId`): a reader that read messages lying between
+//! its chunks has not read it, and once it has, resumes after its last
+//! chunk. A boundary at a chunked message starts the broker at its first
+//! chunk.
 
 use std::cmp::Ordering;
 
@@ -39,15 +40,12 @@ use super::unpack::Unpacked;
 use crate::message_id::MessageId;
 
 /// A boundary: messages before `id` (and at it, unless `inclusive`) are
-/// dropped on arrival.
+/// dropped on arrival. Messages are measured by their position, a chunked
+/// one's last chunk, as its id names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Start {
     pub(crate) id: MessageId,
     pub(crate) inclusive: bool,
-    /// Set where a reconnect resumes: `id` is then a position, and a
-    /// chunked message is measured by its last chunk (a reader's start
-    /// and a seek target name messages by their ids).
-    by_position: bool,
     /// Only `id`'s own entry is filtered: a durable subscription's seek
     /// target, where the broker's cursor now is. What comes from before
     /// it comes from a rewind made elsewhere (an admin's reset, another
@@ -108,7 +106,6 @@ impl Position {
             start: start.filter(|id| is_message(*id)).map(|id| Start {
                 id,
                 inclusive,
-                by_position: false,
                 entry_only: false,
             }),
             origin: start.filter(|id| !is_message(*id)),
@@ -119,16 +116,9 @@ impl Position {
         }
     }
 
-    /// Whether a message with `id` may reach the application.
-    #[cfg(test)]
-    pub(crate) fn admits(&self, id: MessageId) -> bool {
-        self.admits_at(id, id)
-    }
-
-    /// Whether a message with `id`, which ends at `position` (its last
-    /// chunk, for a chunked message), may reach the application: the
-    /// boundary takes its id, a reader's copies filter its position.
-    fn admits_at(&self, id: MessageId, position: MessageId) -> bool {
+    /// Whether a message that ends at `position` (its last chunk, for a
+    /// chunked message) may reach the application.
+    pub(crate) fn admits(&self, position: MessageId) -> bool {
         if self.drop_seen
             && self
                 .last
@@ -136,8 +126,7 @@ impl Position {
         {
             return false;
         }
-        self.start
-            .is_none_or(|start| start.admits(if start.by_position { position } else { id }))
+        self.start.is_none_or(|start| start.admits(position))
     }
 
     /// Drops from `unpacked` the messages not admitted; a batch's members
@@ -145,10 +134,10 @@ impl Position {
     pub(crate) fn retain(&self, unpacked: &mut Unpacked) {
         let skipped = &mut unpacked.skipped;
         unpacked.messages.retain(|m| {
-            let id = m.id();
-            let admitted = self.admits_at(id, m.position());
-            if !admitted && id.is_batch_member() {
-                skipped.push(id.batch_index);
+            let position = m.position();
+            let admitted = self.admits(position);
+            if !admitted && position.is_batch_member() {
+                skipped.push(position.batch_index);
             }
             admitted
         });
@@ -167,7 +156,9 @@ impl Position {
     /// The id to subscribe at: the boundary (or before it, to assemble a
     /// chunked message again), or earliest or latest.
     pub(crate) fn start_id(&self) -> Option<MessageId> {
-        self.resume.or(self.start.map(|s| s.id)).or(self.origin)
+        self.resume
+            .or(self.start.map(|s| s.id.start()))
+            .or(self.origin)
     }
 
     /// Whether a message is left to read when `last_in_broker` is the
@@ -250,7 +241,6 @@ impl Position {
         let at = |id, inclusive| Start {
             id,
             inclusive,
-            by_position: true,
             entry_only: false,
         };
         if let Some((_, position)) = first_queued {
@@ -267,7 +257,7 @@ impl Position {
         self.resume = [first_queued.map(|(id, _)| id), first_chunk, self.resume]
             .into_iter()
             .flatten()
-            .chain(self.start.map(|s| s.id))
+            .chain(self.start.map(|s| s.id.start()))
             .min_by_key(|id| order(*id))
             .filter(|id| self.start.is_none_or(|s| order(*id) < order(s.id)));
     }
@@ -403,18 +393,24 @@ mod tests {
         let at = |e| MessageId::new(1, e);
         let mut reader = Position::new(Some(MessageId::EARLIEST), false, true);
         reader.handed_out(at(2), None);
-        assert!(
-            reader.admits_at(at(1), at(3)),
-            "its chunks surround one read"
-        );
-        assert!(!reader.admits_at(at(1), at(2)), "a copy of what was read");
+        assert!(reader.admits(at(3)), "its chunks surround one read");
+        assert!(!reader.admits(at(2)), "a copy of what was read");
         reader.handed_out(at(3), None);
         assert!(!reader.admits(at(2)), "read before the chunked message");
-        let from = Position::new(Some(at(1)), false, true);
-        assert!(
-            !from.admits_at(at(1), at(3)),
-            "a start after a chunked message's id is after the message"
+        let chunked = at(3).with_first_chunk(at(1));
+        let from = Position::new(Some(chunked), false, true);
+        assert_eq!(
+            from.start_id(),
+            Some(at(1)),
+            "the broker starts at its first chunk"
         );
+        assert!(
+            !from.admits(at(3)) && !from.admits(at(2)),
+            "a start after a chunked message is after its last chunk"
+        );
+        assert!(from.admits(at(4)));
+        let inclusive = Position::new(Some(chunked), true, true);
+        assert!(inclusive.admits(at(3)) && !inclusive.admits(at(2)));
     }
 
     #[test]
@@ -430,7 +426,7 @@ mod tests {
         assert_eq!(p.start_id(), Some(at(1)));
         p.on_reconnect(None, None, false);
         assert_eq!(p.start_id(), Some(at(1)), "the first chunk still");
-        assert!(p.admits_at(at(1), at(3)), "the message comes again");
+        assert!(p.admits(at(3)), "the message comes again");
         assert!(!p.admits(at(2)), "what was read does not");
         p.handed_out(at(3), None);
         p.on_reconnect(None, None, false);
@@ -447,7 +443,7 @@ mod tests {
         p.on_reconnect(None, Some(at(1)), false);
         assert_eq!(p.start_id(), Some(at(1)));
         assert!(!p.admits(at(2)), "read before the reconnect");
-        assert!(p.admits_at(at(1), at(3)), "the message assembled again");
+        assert!(p.admits(at(3)), "the message assembled again");
         p.handed_out(at(3), None);
         p.on_reconnect(None, None, false);
         assert_eq!(p.start_id(), Some(at(3)), "after its last chunk");
@@ -464,7 +460,7 @@ mod tests {
             "at the queued message's first chunk"
         );
         assert!(!c.admits(at(2)), "handed out before the queued message");
-        assert!(c.admits_at(at(1), at(3)) && c.admits(at(4)));
+        assert!(c.admits(at(3)) && c.admits(at(4)));
         let mut later = Position::new(None, false, false);
         later.handed_out(at(2), None);
         later.on_reconnect(None, Some(at(7)), false);

@@ -130,7 +130,7 @@ impl Consumer {
     pub fn extend(&self, msg: &Message, by: Duration) -> Result<(), ConsumerError> {
         self.send(super::task::Command::Extend {
             topic: msg.0.topic.clone(),
-            id: msg.id(),
+            id: msg.0.id,
             by,
         })
     }
@@ -236,7 +236,7 @@ impl Consumer {
                 // Queued behind the hand-over, so the task holds the message.
                 let _ = self.send(super::task::Command::Lease {
                     topic: msg.0.topic.clone(),
-                    id: msg.id(),
+                    id: msg.0.id,
                     max_total: Some(max_total),
                 });
             }
@@ -339,7 +339,7 @@ impl Consumer {
         match outcome {
             Outcome::Leave if leased => self.send(super::task::Command::Lease {
                 topic: msg.0.topic.clone(),
-                id: msg.id(),
+                id: msg.0.id,
                 max_total: None,
             }),
             Outcome::Leave => Ok(()),

@@ -140,12 +140,14 @@ impl SubscribeOptions {
 }
 
 /// The start id as sent: a message id goes as a batch member (index 0 for
-/// a whole entry), which makes brokers include its entry; the consumer
-/// then drops what is before the start (see `position.rs`).
+/// a whole entry), which makes brokers include its entry, and a chunked
+/// message's as its first chunk's; the consumer then drops what is before
+/// the start (see `position.rs`).
 fn wire_start(id: MessageId) -> MessageId {
     if id == MessageId::EARLIEST || id == MessageId::LATEST {
         id
     } else {
+        let id = id.start();
         id.with_batch_index(id.batch_index.max(0))
     }
 }

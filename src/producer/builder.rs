@@ -162,7 +162,9 @@ impl ProducerBuilder {
     /// the official ones, put the chunks together again.
     ///
     /// Chunks share the message's sequence id; its send completes with the
-    /// receipt of the last chunk, and its id is the first chunk's.
+    /// receipt of the last chunk, and its id is the last chunk's with the
+    /// first chunk's beside it ([`MessageId::first_chunk`](crate::MessageId::first_chunk)),
+    /// as the Java client's `ChunkMessageId`.
     /// Chunking turns batching off; [`create`](Self::create) refuses it
     /// together with an explicit `batching(true)`.
     ///
@@ -171,7 +173,7 @@ impl ProducerBuilder {
     /// # async fn demo(client: pulsar_wire::Client) -> Result<(), pulsar_wire::Error> {
     /// let producer = client.producer("scans").chunking(true).create().await?;
     /// let id = producer.send(vec![0u8; 12 << 20]).await?.await?;
-    /// println!("12 MiB stored; first chunk {id}");
+    /// println!("12 MiB stored, from {:?} to {id}", id.first_chunk());
     /// # Ok(()) }
     /// ```
     pub fn chunking(mut self, enabled: bool) -> Self {

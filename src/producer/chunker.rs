@@ -7,8 +7,8 @@
 //! (`<producer name>-<sequence id>`), `num_chunks_from_msg`,
 //! `total_chunk_msg_size` (the whole payload's size) and its `chunk_id`,
 //! counting up from 0. Each chunk is its own SEND with the same sequence
-//! id; the receipt of the last one completes the send, with the first
-//! chunk's id as the message's id.
+//! id; the receipt of the last one completes the send, with the last
+//! chunk's id, the first chunk's beside it, as the message's id.
 
 use bytes::Bytes;
 use prost::Message as _;

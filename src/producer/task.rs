@@ -409,10 +409,14 @@ impl Driver {
         match self.pending.on_receipt(sequence_id.0, id) {
             Ok(resolved) => {
                 self.link.worked();
-                // A chunked message is known by its first chunk's id.
+                // A chunked message is known by its last chunk's id, with
+                // its first chunk's beside it.
                 let chunked = match chunk {
                     Some((0, _)) => Some(*self.first_chunk.insert(id)),
-                    Some((at, num)) if at + 1 == num => self.first_chunk.take(),
+                    Some((at, num)) if at + 1 == num => self
+                        .first_chunk
+                        .take()
+                        .map(|first| id.with_first_chunk(first)),
                     _ => None,
                 };
                 let now = clock::now();

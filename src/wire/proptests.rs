@@ -36,13 +36,10 @@ fn message_id() -> impl Strategy<Value = MessageIdData> {
     )
         .prop_map(|(l, e, p, b, ack_set)| MessageIdData {
             ack_set,
-            ..MessageId {
-                ledger_id: l,
-                entry_id: e,
-                partition: p,
-                batch_index: b,
-            }
-            .to_proto()
+            ..MessageId::new(l, e)
+                .with_partition(p)
+                .with_batch_index(b)
+                .to_proto()
         })
 }
 

@@ -286,8 +286,10 @@ async fn a_12_mib_message_produced_with_chunking_is_consumed_whole() {
     assert!(payload.starts_with("message-0 "), "{}", &payload[..20]);
     assert_eq!(
         got[0]["message_id"], sent[0]["message_id"],
-        "known by its first chunk's id"
+        "known by the same id, its first and last chunks"
     );
+    let id = sent[0]["message_id"].as_str().expect("an id");
+    assert!(id.contains(';'), "first;last: {id}");
 }
 
 #[tokio::test]

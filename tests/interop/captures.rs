@@ -134,12 +134,12 @@ fn expected_properties(message: &Value) -> BTreeMap<String, String> {
 }
 
 fn expected_id(v: &Value) -> MessageId {
-    MessageId {
-        ledger_id: v["ledger_id"].as_u64().unwrap(),
-        entry_id: v["entry_id"].as_u64().unwrap(),
-        partition: v["partition"].as_i64().unwrap() as i32,
-        batch_index: v["batch_index"].as_i64().unwrap() as i32,
-    }
+    MessageId::new(
+        v["ledger_id"].as_u64().unwrap(),
+        v["entry_id"].as_u64().unwrap(),
+    )
+    .with_partition(v["partition"].as_i64().unwrap() as i32)
+    .with_batch_index(v["batch_index"].as_i64().unwrap() as i32)
 }
 
 #[test]

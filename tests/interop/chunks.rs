@@ -3,6 +3,7 @@
 //! size, sent in chunks by one client arrives whole at the other, and an
 //! ack of it acks every chunk.
 
+use pulsar_wire::MessageId;
 use serde_json::Value;
 
 use crate::common::broker::client;
@@ -114,7 +115,7 @@ async fn chunks_of_a_size_below_the_brokers_limit_reach_the_official_client_whol
 }
 
 /// pulsar-wire sends [`big_payload`] chunked (in chunks of `chunk_size`,
-/// if given); the official client reads it whole, under the first chunk's id.
+/// if given); the official client reads it whole, under the same first and last chunk.
 async fn chunked_to_the_official_client(name: &str, chunk_size: Option<usize>) {
     init_tracing();
     let Some(broker) = TestBroker::start().await else {
@@ -143,12 +144,15 @@ async fn chunked_to_the_official_client(name: &str, chunk_size: Option<usize>) {
         assert_eq!(m["size"], SIZE);
         assert_eq!(m["intact"], true, "the same bytes");
         // The official client shows a chunked message's id as
-        // "(ledger,entry,partition,batch);(…last chunk…)": ours is the first.
+        // "(ledger,entry,partition,batch);(…last chunk…)": ours names the
+        // same two chunks.
         let ids = m["id"].as_str().expect("id");
         let (first, last) = ids
             .split_once(';')
             .unwrap_or_else(|| panic!("not chunked: {m}"));
-        assert_eq!(first, format!("({},{},-1,-1)", id.ledger_id, id.entry_id));
+        let text = |id: MessageId| format!("({},{},-1,-1)", id.ledger_id, id.entry_id);
+        assert_eq!(first, text(id.first_chunk().expect("a chunked id")));
+        assert_eq!(last, text(id));
         if let Some(size) = chunk_size {
             // Entries of one topic, one after another: the chunks' count.
             let entry = |s: &str| -> u64 {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use prost::Message as _;
-use pulsar_wire::consumer::{ConsumerBuilder, SubscriptionType};
+use pulsar_wire::consumer::{ConsumerBuilder, Message, SubscriptionType};
 use pulsar_wire::producer::{ProducerBuilder, ProducerError};
 use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::proto::command_ack::AckType;
@@ -92,15 +92,9 @@ async fn interleaved_chunks_of_two_messages_arrive_whole_and_ack_every_chunk() {
             broker.send_frame(chunk(id, at, uuid, chunk_id, num)).await;
         }
         let x = consumer.receive().await.expect("x");
-        assert_eq!(
-            (x.id(), &x.payload()[..]),
-            (MessageId::new(1, 1), &b"x0x1"[..])
-        );
+        assert_eq!((ends(&x), &x.payload()[..]), ((1, 3), &b"x0x1"[..]));
         let y = consumer.receive().await.expect("y");
-        assert_eq!(
-            (y.id(), &y.payload()[..]),
-            (MessageId::new(1, 2), &b"y0y1y2"[..])
-        );
+        assert_eq!((ends(&y), &y.payload()[..]), ((2, 5), &b"y0y1y2"[..]));
         // Each chunk that completed nothing gave its permit back.
         for _ in 0..3 {
             assert_eq!(flow(&mut broker).await, 1);
@@ -110,6 +104,13 @@ async fn interleaved_chunks_of_two_messages_arrive_whole_and_ack_every_chunk() {
         assert_eq!(acked(&mut broker, 5).await, [1, 3, 2, 4, 5]);
     })
     .await;
+}
+
+/// The entries of a chunked message's first and last chunks, as its id
+/// names them.
+fn ends(m: &Message) -> (u64, u64) {
+    let first = m.id().first_chunk().expect("a chunked message's id");
+    (first.entry_id, m.id().entry_id)
 }
 
 fn exclusive(b: ConsumerBuilder) -> ConsumerBuilder {
@@ -174,6 +175,51 @@ async fn a_cumulative_ack_of_a_message_between_the_chunks_leaves_the_queued_chun
     .await;
 }
 
+// A chunked message's id is its last chunk's, its first beside it (the Java
+// client's `ChunkMessageId`): on an Exclusive subscription the ids handed
+// out rise, also where a chunked message's chunks surround another
+// message, and a seek to it starts the broker at its first chunk.
+#[tokio::test(start_paused = true)]
+async fn ids_handed_out_rise_and_a_seek_to_a_chunked_message_starts_at_its_first_chunk() {
+    let net = FakeNetwork::new();
+    guard("chunked ids", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, exclusive).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 2)).await;
+        broker.send_frame(plain(id, 2, "m")).await;
+        broker.send_frame(chunk(id, 3, "x", 1, 2)).await;
+        broker.send_frame(plain(id, 4, "n")).await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(consumer.receive().await.expect("m, x, n").id());
+        }
+        assert!(ids.is_sorted(), "ids out of order: {ids:?}");
+        let x = ids[1];
+        assert_eq!(
+            (x, x.first_chunk()),
+            (MessageId::new(1, 3), Some(MessageId::new(1, 1)))
+        );
+        assert_eq!(
+            x.to_string().parse::<MessageId>().map(|p| p.first_chunk()),
+            Ok(x.first_chunk())
+        );
+        let asked = async {
+            let seek = loop {
+                let frame = broker.recv().await.expect("the client's frames");
+                if frame.command.r#type() == Type::Seek {
+                    break frame;
+                }
+            };
+            let body = seek.command.seek.as_ref().expect("body");
+            broker.send(answer::success(body.request_id)).await;
+            body.message_id.as_ref().map(|m| m.entry_id)
+        };
+        let (done, sent) = tokio::join!(consumer.seek(x), asked);
+        done.expect("seek");
+        assert_eq!(sent, Some(1), "the SEEK names the first chunk");
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_message_with_a_missing_chunk_stays_unacked_and_comes_whole_once_redelivered() {
     let net = FakeNetwork::new();
@@ -185,7 +231,7 @@ async fn a_message_with_a_missing_chunk_stays_unacked_and_comes_whole_once_redel
         broker.send_frame(chunk(id, 4, "y", 0, 2)).await;
         broker.send_frame(chunk(id, 5, "y", 1, 2)).await;
         let y = consumer.receive().await.expect("y");
-        assert_eq!(y.id(), MessageId::new(1, 4));
+        assert_eq!(ends(&y), (4, 5));
         consumer.ack(&y).await.expect("ack");
         for _ in 0..3 {
             assert_eq!(flow(&mut broker).await, 1);
@@ -198,10 +244,7 @@ async fn a_message_with_a_missing_chunk_stays_unacked_and_comes_whole_once_redel
             broker.send_frame(chunk(id, at, "x", chunk_id, 3)).await;
         }
         let x = consumer.receive().await.expect("x");
-        assert_eq!(
-            (x.id(), &x.payload()[..]),
-            (MessageId::new(1, 1), &b"x0x1x2"[..])
-        );
+        assert_eq!((ends(&x), &x.payload()[..]), ((1, 3), &b"x0x1x2"[..]));
     })
     .await;
 }
@@ -230,7 +273,7 @@ async fn beyond_the_pending_bound_the_oldest_message_is_dropped_unacked_or_acked
             broker.send_frame(chunk(id, 5, "c", 1, 2)).await;
             for first in [2, 3] {
                 let m = consumer.receive().await.expect("b, c");
-                assert_eq!(m.id(), MessageId::new(1, first));
+                assert_eq!(ends(&m), (first, first + 2));
                 consumer.ack(&m).await.expect("ack");
             }
             assert_eq!(acked(&mut broker, 4).await, [2, 4, 3, 5]);
@@ -276,7 +319,7 @@ async fn a_chunked_message_acked_after_a_reconnect_acks_every_chunk() {
             broker.send_frame(chunk(id, at, "x", chunk_id, 3)).await;
         }
         let x = consumer.receive().await.expect("x");
-        assert_eq!(x.id(), MessageId::new(1, 1));
+        assert_eq!(ends(&x), (1, 3));
         for _ in 0..2 {
             assert_eq!(flow(&mut broker).await, 1);
         }
@@ -389,7 +432,7 @@ async fn chunks_of_one_message(broker: &mut FakeBroker, limit: usize, size: u64)
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first() {
+async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_last_and_the_first() {
     let net = FakeNetwork::new();
     guard("chunked send", async {
         let chunking = |b: ProducerBuilder| b.chunking(true);
@@ -400,7 +443,15 @@ async fn a_payload_over_the_max_message_size_goes_in_chunks_known_by_the_first()
         let (joined, chunks) = chunks_of_one_message(&mut broker, 1000, 2500).await;
         assert!(chunks >= 3, "{chunks} chunks");
         assert_eq!(joined, payload);
-        assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
+        let id = receipt.await.expect("stored");
+        assert_eq!(
+            (id, id.first_chunk()),
+            (
+                MessageId::new(1, 10 + chunks - 1),
+                Some(MessageId::new(1, 10))
+            )
+        );
+        assert_eq!(id.to_string(), format!("1:10:-1;1:{}:-1", 10 + chunks - 1));
     })
     .await;
 }
@@ -417,7 +468,9 @@ async fn a_chunk_size_below_the_brokers_limit_cuts_messages_over_it() {
         let (joined, chunks) = chunks_of_one_message(&mut broker, 1500, 5000).await;
         assert!(chunks >= 4, "{chunks} chunks");
         assert_eq!(joined, payload);
-        assert_eq!(receipt.await.expect("stored"), MessageId::new(1, 10));
+        let id = receipt.await.expect("stored");
+        assert_eq!(id.first_chunk(), Some(MessageId::new(1, 10)));
+        assert_eq!(id, MessageId::new(1, 10 + chunks - 1));
         // A message under the chunk size goes whole.
         let small = producer.send(vec![1u8; 1000]).await.expect("queued");
         let frame = broker.expect(Type::Send).await;

@@ -220,8 +220,8 @@ async fn a_message_over_the_chunk_bound_is_held_and_a_smaller_one_arrives_whole(
         }
         let y = consumer.receive().await.expect("y");
         assert_eq!(
-            (y.id(), y.payload().len()),
-            (MessageId::new(1, 10), 2 * MIB)
+            (y.id(), y.id().first_chunk(), y.payload().len()),
+            (MessageId::new(1, 11), Some(MessageId::new(1, 10)), 2 * MIB)
         );
         // x was refused at its first chunk: every chunk of it held, none
         // acked; each chunk but y's last gave its permit back.

@@ -62,13 +62,27 @@ async fn past_flows(broker: &mut FakeBroker) -> Frame {
 /// A reader of `TOPIC` from the earliest message, with its client and the
 /// scripted broker; returns the consumer id it subscribed with.
 async fn reader(net: &FakeNetwork) -> (Client, Reader, FakeBroker, u64) {
+    let (client, reader, broker, id, start) = reader_at(net, MessageId::EARLIEST, false).await;
+    assert_eq!(start, None, "from the earliest");
+    (client, reader, broker, id)
+}
+
+/// A reader of `TOPIC` from `from`, with its client and the scripted
+/// broker; returns the consumer id it subscribed with and the entry its
+/// SUBSCRIBE named (`None` for earliest).
+async fn reader_at(
+    net: &FakeNetwork,
+    from: MessageId,
+    inclusive: bool,
+) -> (Client, Reader, FakeBroker, u64, Option<u64>) {
     init_tracing();
     let mut svc = net.listen(SERVICE);
     let connect = async {
         let client = scripted_client(net).await;
         let reader = client
             .reader(TOPIC)
-            .start_message_id(MessageId::EARLIEST)
+            .start_message_id(from)
+            .start_inclusive(inclusive)
             .create()
             .await
             .expect("reader");
@@ -80,11 +94,10 @@ async fn reader(net: &FakeNetwork) -> (Client, Reader, FakeBroker, u64) {
         let meta = broker.expect(Type::PartitionedMetadata).await;
         broker.send(answer::partitions(request_id(&meta), 0)).await;
         let (id, start) = subscription(&mut broker).await;
-        assert_eq!(start, None, "from the earliest");
-        (broker, id)
+        (broker, id, start)
     };
-    let ((client, reader), (broker, id)) = tokio::join!(connect, script);
-    (client, reader, broker, id)
+    let ((client, reader), (broker, id, start)) = tokio::join!(connect, script);
+    (client, reader, broker, id, start)
 }
 
 /// What `reader` reads next: its id's entry and its payload.
@@ -110,12 +123,33 @@ async fn a_reader_reads_a_chunked_message_whose_chunks_surround_a_message_it_rea
         }
         assert_eq!(
             next(&mut reader).await,
-            (1, "x0x1".into()),
-            "the chunked message, under its first chunk's id"
+            (3, "x0x1".into()),
+            "the chunked message, under its last chunk's id"
         );
         assert_eq!(next(&mut reader).await, (4, "n".into()));
     })
     .await;
+}
+
+// A start at a chunked message's id (its last chunk's, its first beside
+// it) starts the broker at its first chunk: the message is read whole when
+// the start is inclusive, and what lies between its chunks is before it.
+#[tokio::test(start_paused = true)]
+async fn a_reader_started_at_a_chunked_message_reads_from_its_first_chunk() {
+    let x = MessageId::new(1, 3).with_first_chunk(MessageId::new(1, 1));
+    for (inclusive, expected) in [(true, "x0x1"), (false, "n")] {
+        let net = FakeNetwork::new();
+        guard("reader from a chunked message", async {
+            let (_client, mut reader, mut broker, id, start) = reader_at(&net, x, inclusive).await;
+            assert_eq!(start, Some(1), "the SUBSCRIBE names the first chunk");
+            for at in 1..=4 {
+                broker.send_frame(topic_entry(id, at)).await;
+            }
+            let (_, first) = next(&mut reader).await;
+            assert_eq!(first, expected, "inclusive: {inclusive}");
+        })
+        .await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -140,7 +174,7 @@ async fn a_reader_across_reconnects_reads_a_half_assembled_message_once_and_noth
         for at in 1..=3 {
             broker.send_frame(topic_entry(id, at)).await;
         }
-        assert_eq!(next(&mut reader).await, (1, "x0x1".into()));
+        assert_eq!(next(&mut reader).await, (3, "x0x1".into()));
 
         // Lost again once `x` is read: the reader resumes after its last
         // chunk, and reads neither `m` nor `x` again.
@@ -171,7 +205,7 @@ async fn a_reader_lost_with_a_chunked_message_queued_behind_a_later_one_reads_it
             broker.send_frame(topic_entry(id, at)).await;
         }
         assert_eq!(next(&mut reader).await, (2, "m".into()));
-        assert_eq!(next(&mut reader).await, (1, "x0x1".into()));
+        assert_eq!(next(&mut reader).await, (3, "x0x1".into()));
         assert_eq!(next(&mut reader).await, (4, "n".into()));
     })
     .await;

@@ -6,7 +6,9 @@
 //! `total_chunk_msg_size` and count `chunk_id` up from 0. Chunks of
 //! different messages may interleave. [`ChunkAssembler`] collects them per
 //! uuid and, on the last one, hands back the whole payload under the id of
-//! the first chunk, as the Java client's `ChunkMessageId`; it remembers
+//! the first chunk, by which the consumer knows it inside (the
+//! application sees the last chunk's, the first beside it, as the Java
+//! client's `ChunkMessageId`); it remembers
 //! every chunk id of that message so that [`expand`](ChunkAssembler::expand)
 //! turns an ack or redelivery of the message into one of all its chunks,
 //! on this connection or the next (a reconnect or rewind drops only what

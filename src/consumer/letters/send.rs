@@ -71,12 +71,12 @@ impl Letters {
     /// `message` was handed to the application now.
     pub(crate) fn delivered(&self, message: &Message) {
         self.history()
-            .delivered(message.id(), crate::clock::unix_millis());
+            .delivered(message.0.id, crate::clock::unix_millis());
     }
 
     /// The handler failed on `message` with `error`.
     pub(crate) fn failed(&self, message: &Message, error: &str) {
-        self.history().failed(message.id(), error);
+        self.history().failed(message.0.id, error);
     }
 
     /// `id` was acked: its history goes.
@@ -92,7 +92,7 @@ impl Letters {
         deliveries: Option<u32>,
         properties: &mut Vec<(String, String)>,
     ) {
-        let record = self.history().take(message.id());
+        let record = self.history().take(message.0.id);
         let facts = dead_letter::DeliveryFacts {
             subscription: self.topics.subscription(),
             deliveries,

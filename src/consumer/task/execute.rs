@@ -201,9 +201,13 @@ impl Driver {
                 SeekTarget::PublishTime(_) => None,
             };
             // Earliest goes as the publish time 0: the same position, and
-            // pulsar-lite drops the connection on a SEEK to (-1, -1).
+            // pulsar-lite drops the connection on a SEEK to (-1, -1). A
+            // chunked message's id goes as its first chunk's.
             let sent = match target {
-                SeekTarget::MessageId(MessageId::EARLIEST) => SeekTarget::PublishTime(0),
+                SeekTarget::MessageId(id) if id == MessageId::EARLIEST => {
+                    SeekTarget::PublishTime(0)
+                }
+                SeekTarget::MessageId(id) => SeekTarget::MessageId(id.start()),
                 other => other,
             };
             self.flush_acks(index).await;

@@ -16,7 +16,7 @@ use super::roles::{SUBSCRIPTION, Stage};
 pub(crate) struct Kept {
     pub(crate) topic: String,
     /// The id a consumer hands it out with (a batch member's own; a
-    /// chunked message's first chunk's, as its receipt).
+    /// chunked message's last chunk's, its first beside it, as its receipt).
     pub(crate) id: MessageId,
     /// Every entry it takes (more than one when chunked).
     pub(crate) entries: Vec<u64>,
@@ -72,7 +72,7 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
                             .map_or(entry.id, |&i| t.entries[i as usize].id);
                         out.push(Kept {
                             topic: topic.clone(),
-                            id: first,
+                            id: entry.id.with_first_chunk(first),
                             entries,
                             name,
                             origin,

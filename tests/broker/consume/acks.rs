@@ -471,7 +471,7 @@ async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whol
             total_chunk_msg_size: Some(4),
             ..proto::MessageMetadata::default()
         };
-        chunking
+        let first = chunking
             .send_raw(chunk(0), Bytes::from_static(b"x0"), 1)
             .await;
         other.send("m").await;
@@ -483,8 +483,24 @@ async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whol
             .await;
         let x = consumer.receive().await.expect("x, whole");
         assert_eq!(&x.payload()[..], b"x0x1");
+        // Known by its last chunk, its first beside it: after m.
+        assert_eq!((x.id(), x.id().first_chunk()), (last, Some(first)));
+        assert!(m.id() < x.id(), "ids handed out rise");
         consumer.ack_cumulative(&x).await.expect("ack x");
         consumer.close().await.expect("close");
+
+        // A reader started at x, inclusive, reads it whole: the broker
+        // starts at its first chunk.
+        let mut reader = client
+            .reader(&topic)
+            .start_message_id(x.id())
+            .start_inclusive(true)
+            .create()
+            .await
+            .expect("reader");
+        let read = reader.read_next().await.expect("x again");
+        assert_eq!((read.id(), &read.payload()[..]), (x.id(), &b"x0x1"[..]));
+        reader.close().await.expect("close");
 
         // Everything is acked: a new consumer finds nothing, whatever
         // comes after.

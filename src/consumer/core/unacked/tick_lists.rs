@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::message_id::MessageId;
+use crate::message_id::{BareId, MessageId};
 
 const NIL: u32 = u32::MAX;
 /// The due tick of a node that never expires (it is in no list).
@@ -20,7 +20,7 @@ const VACANT: u64 = u64::MAX - 1;
 
 #[derive(Debug, Clone, Copy)]
 struct Node {
-    id: MessageId,
+    id: BareId,
     prev: u32,
     next: u32,
     due: u64,
@@ -59,7 +59,7 @@ impl TickLists {
     /// Past `u32::MAX - 1` stored ids (160 GiB of nodes).
     pub(crate) fn insert(&mut self, id: MessageId, due: u64) -> u32 {
         let node = Node {
-            id,
+            id: id.into(),
             prev: NIL,
             next: NIL,
             due,
@@ -85,7 +85,7 @@ impl TickLists {
 
     /// The id behind a handle (a vacant node keeps its last id until reused).
     pub(crate) fn id(&self, handle: u32) -> MessageId {
-        self.nodes[handle as usize].id
+        self.nodes[handle as usize].id.into()
     }
 
     /// Removes the node `handle`.
@@ -120,7 +120,7 @@ impl TickLists {
             let mut handle = bucket.head;
             while handle != NIL {
                 let node = &self.nodes[handle as usize];
-                ids.push(node.id);
+                ids.push(node.id.into());
                 handle = node.next;
             }
         }
@@ -144,7 +144,10 @@ impl TickLists {
 
     /// Every stored id, in slab order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = MessageId> + '_ {
-        self.nodes.iter().filter(|n| n.due != VACANT).map(|n| n.id)
+        self.nodes
+            .iter()
+            .filter(|n| n.due != VACANT)
+            .map(|n| n.id.into())
     }
 
     /// The earliest tick with a list.
