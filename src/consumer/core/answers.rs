@@ -134,7 +134,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         }
         let sent = ack.as_ref().map(|(id, _)| *id);
         if let Some((id, ack_set)) = ack {
-            self.actions.ack_cumulative(id, ack_set);
+            self.ack_cumulative_on_wire(id, ack_set);
         }
         // A member whose entry is not complete is covered only once it is.
         Ok(match sent {
@@ -300,6 +300,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// queue's permits.
     pub(super) fn rewind(&mut self) {
         let withheld = self.rewind.take();
+        self.chunk_gate.starting_over(self.queue.earliest_chunked());
         let flow = self.queue.rewind();
         self.clear_held();
         self.epoch += 1;

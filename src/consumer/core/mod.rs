@@ -28,6 +28,7 @@
 pub(crate) mod actions;
 mod answers;
 pub(crate) mod batch_acks;
+pub(crate) mod chunk_gate;
 pub(crate) mod chunks;
 pub(crate) mod config;
 pub mod dead_letter;
@@ -58,6 +59,7 @@ use crate::message_id::MessageId;
 
 use actions::{Action, Actions, Incoming};
 use batch_acks::{BatchAcks, MemberAck};
+use chunk_gate::ChunkGate;
 use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
 use lease::Leases;
@@ -88,6 +90,8 @@ pub(crate) struct ConsumerCore<M> {
     last_chance: HashMap<MessageId, (u32, M)>,
     /// Acks remembered to drop the copies of acked messages.
     acked: AckMemory,
+    /// Cumulative acks held short of chunked messages not handed out.
+    chunk_gate: ChunkGate,
     /// Exclusive/Failover: a rewind a nack asked for, not sent yet.
     rewind: PendingRewind,
     epoch: u64,
@@ -121,6 +125,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             forwarding: HashSet::new(),
             last_chance: HashMap::new(),
             acked: AckMemory::new(remembered),
+            chunk_gate: ChunkGate::default(),
             rewind: PendingRewind::default(),
             epoch: 0,
             actions: Actions::default(),
@@ -209,6 +214,18 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         incoming: Incoming<M>,
     ) -> Result<(), CoreError> {
         self.anchor(now);
+        let id = incoming.id;
+        let chunked = incoming.position != id;
+        let arrived = self.arrive(incoming);
+        if chunked {
+            self.chunk_gate.arrived(id);
+            self.release_cumulative();
+        }
+        arrived
+    }
+
+    /// [`on_message`](Self::on_message) without the chunk gate.
+    fn arrive(&mut self, incoming: Incoming<M>) -> Result<(), CoreError> {
         let id = incoming.id;
         let batch_size = match (id.is_batch_member(), incoming.batch_size) {
             (false, None) => None,
@@ -316,6 +333,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             break incoming;
         };
         self.rewind.on_take(true);
+        if incoming.position != incoming.id {
+            self.release_cumulative();
+        }
         if !self.config.track_messages {
             return Some(incoming);
         }
@@ -340,6 +360,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// dead-letter forwards stay. Call [`on_subscribed`](Self::on_subscribed)
     /// once subscribed again.
     pub(crate) fn on_reconnect(&mut self) {
+        self.chunk_gate.starting_over(self.queue.earliest_chunked());
         self.queue.reset();
         // The new subscribe grants the whole queue: withheld permits are moot.
         self.rewind.take();
@@ -353,6 +374,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// forgotten.
     pub(crate) fn on_seek(&mut self) {
         self.acked.forget();
+        self.chunk_gate.forget();
     }
 
     /// The stamp of the last ack recorded: once the broker has answered
@@ -436,6 +458,36 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     fn anchor(&mut self, now: Instant) {
         self.held.anchor(now);
         self.nacks.anchor(now);
+    }
+
+    /// The chunk assembler took a chunk, or dropped messages: `assembling`
+    /// is the first chunk of the earliest message it still assembles,
+    /// `completed` that of the message the chunk completed (it reaches
+    /// [`on_message`](Self::on_message) next). A cumulative ACK never
+    /// covers the first chunk of either (see [`chunk_gate`]).
+    pub(crate) fn chunks_taken(
+        &mut self,
+        assembling: Option<MessageId>,
+        completed: Option<MessageId>,
+    ) {
+        self.chunk_gate.chunks_taken(assembling, completed);
+        self.release_cumulative();
+    }
+
+    /// Sends a cumulative ack, or as much of it as the chunk gate lets go.
+    fn ack_cumulative_on_wire(&mut self, id: MessageId, ack_set: Option<Vec<i64>>) {
+        let queued = self.queue.earliest_chunked();
+        if let Some((id, ack_set)) = self.chunk_gate.admit((id, ack_set), queued) {
+            self.actions.ack_cumulative(id, ack_set);
+        }
+    }
+
+    /// Sends the cumulative ack the chunk gate held back, if it may go now.
+    fn release_cumulative(&mut self) {
+        let queued = self.queue.earliest_chunked();
+        if let Some((id, ack_set)) = self.chunk_gate.release(queued) {
+            self.actions.ack_cumulative(id, ack_set);
+        }
     }
 
     /// An arrival that is not queued gives its permit back.

@@ -89,6 +89,8 @@ pub(crate) struct ReceiverQueue<M> {
     bytes: usize,
     /// Zero queue: permits granted for waiting receivers and not used yet.
     requested: u32,
+    /// How many queued messages are chunked.
+    chunked: usize,
 }
 
 impl<M: QueuedBytes> ReceiverQueue<M> {
@@ -102,6 +104,7 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
             subscribed: false,
             bytes: 0,
             requested: 0,
+            chunked: 0,
         }
     }
 
@@ -143,6 +146,7 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         self.arrived();
         self.ids.insert(incoming.id);
         self.bytes += incoming.message.queued_bytes();
+        self.chunked += usize::from(incoming.position != incoming.id);
         self.queue.push_back(incoming);
     }
 
@@ -158,6 +162,7 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         let incoming = self.queue.pop_front()?;
         self.ids.remove(&incoming.id);
         self.bytes -= incoming.message.queued_bytes();
+        self.chunked -= usize::from(incoming.position != incoming.id);
         Some((incoming, self.give_back(1)))
     }
 
@@ -181,6 +186,7 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         self.queue.clear();
         self.ids.clear();
         self.bytes = 0;
+        self.chunked = 0;
     }
 
     /// The oldest queued message.
@@ -192,6 +198,18 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
     /// its first chunk, which may come before messages queued ahead of it).
     pub(crate) fn earliest_id(&self) -> Option<MessageId> {
         self.queue.iter().map(|m| m.id).min()
+    }
+
+    /// The first chunk of the earliest chunked message queued.
+    pub(crate) fn earliest_chunked(&self) -> Option<MessageId> {
+        if self.chunked == 0 {
+            return None;
+        }
+        self.queue
+            .iter()
+            .filter(|m| m.position != m.id)
+            .map(|m| m.id)
+            .min()
     }
 
     /// The bytes the oldest queued message holds.

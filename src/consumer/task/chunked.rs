@@ -76,7 +76,7 @@ impl Driver {
         } else {
             sub.chunks.on_chunk(now, clock::unix_millis(), chunk)
         };
-        self.release_chunks(index, now);
+        self.release_chunks(index, now, assembled.as_ref().map(|m| m.first));
         let message = assembled?;
         payload.checksum = Checksum::Valid;
         payload.data = message.data;
@@ -91,12 +91,18 @@ impl Driver {
     /// (their acks go with the sub's next actions).
     pub(super) fn expire_chunks(&mut self, index: usize, now: std::time::Instant) {
         self.subs[index].chunks.on_tick(now);
-        self.release_chunks(index, now);
+        self.release_chunks(index, now, None);
     }
 
     /// Hands the chunks the assembler gave up to the core: to ack (sent
-    /// with the next actions) or to hold.
-    fn release_chunks(&mut self, index: usize, now: std::time::Instant) {
+    /// with the next actions) or to hold; and tells it which messages are
+    /// being assembled, and the one just `completed` (its first chunk).
+    fn release_chunks(
+        &mut self,
+        index: usize,
+        now: std::time::Instant,
+        completed: Option<MessageId>,
+    ) {
         let sub = &mut self.subs[index];
         let mut shelved = self.shelf.lock();
         let core = &mut shelved.slots[index].core;
@@ -109,5 +115,6 @@ impl Driver {
                 Released::Hold(ids) => core.hold(now, &ids),
             }
         }
+        core.chunks_taken(sub.chunks.first_pending(), completed);
     }
 }

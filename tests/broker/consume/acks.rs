@@ -444,6 +444,18 @@ async fn a_chunked_message_acked_after_its_topic_was_unloaded_leaves_no_chunk_be
     .await;
 }
 
+/// The metadata of chunk `chunk_id` of a message "x" in two chunks of two
+/// bytes each.
+fn chunk_of_x(chunk_id: i32) -> proto::MessageMetadata {
+    proto::MessageMetadata {
+        uuid: Some("x".into()),
+        chunk_id: Some(chunk_id),
+        num_chunks_from_msg: Some(2),
+        total_chunk_msg_size: Some(4),
+        ..proto::MessageMetadata::default()
+    }
+}
+
 // Two producers, one chunking, on an Exclusive subscription with
 // cumulative acks: a cumulative ack of a message stored between a chunked
 // message's chunks leaves it to come whole, as the Java client delivers it
@@ -464,22 +476,15 @@ async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whol
             .expect("subscribe");
         let mut chunking = RawProducer::create(&client, &topic).await;
         let mut other = RawProducer::create(&client, &topic).await;
-        let chunk = |chunk_id| proto::MessageMetadata {
-            uuid: Some("x".into()),
-            chunk_id: Some(chunk_id),
-            num_chunks_from_msg: Some(2),
-            total_chunk_msg_size: Some(4),
-            ..proto::MessageMetadata::default()
-        };
         let first = chunking
-            .send_raw(chunk(0), Bytes::from_static(b"x0"), 1)
+            .send_raw(chunk_of_x(0), Bytes::from_static(b"x0"), 1)
             .await;
         other.send("m").await;
         let m = consumer.receive().await.expect("m");
         assert_eq!(text(&m), "m");
         consumer.ack_cumulative(&m).await.expect("ack m");
         let last = chunking
-            .send_raw(chunk(1), Bytes::from_static(b"x1"), 1)
+            .send_raw(chunk_of_x(1), Bytes::from_static(b"x1"), 1)
             .await;
         let x = consumer.receive().await.expect("x, whole");
         assert_eq!(&x.payload()[..], b"x0x1");
@@ -514,6 +519,52 @@ async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whol
         assert!(after > last);
         let next = again.receive().await.expect("the next message");
         assert_eq!(text(&next), "after");
+    })
+    .await;
+}
+
+// Beyond the Java client: a cumulative ack of a message stored between a
+// chunked message's chunks stops short of the first chunk until the
+// message is handed out. A consumer closed before the last chunk came
+// leaves the whole message to the next one (which gets the acked message
+// again too: a duplicate, never a loss). The Java client acks past the
+// first chunk, and the next consumer gets the last chunk alone.
+#[tokio::test]
+async fn a_consumer_closed_between_a_cumulative_ack_and_a_last_chunk_leaves_the_message_whole() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    guard("cumulative ack, close, last chunk", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("cumulative-close-chunks");
+        let exclusive = || {
+            client
+                .consumer(&topic, "s")
+                .subscription_type(SubscriptionType::Exclusive)
+                .subscribe()
+        };
+        let mut consumer = exclusive().await.expect("subscribe");
+        let mut chunking = RawProducer::create(&client, &topic).await;
+        let mut other = RawProducer::create(&client, &topic).await;
+        chunking
+            .send_raw(chunk_of_x(0), Bytes::from_static(b"x0"), 1)
+            .await;
+        other.send("m").await;
+        let m = consumer.receive().await.expect("m");
+        assert_eq!(text(&m), "m");
+        consumer.ack_cumulative(&m).await.expect("ack m");
+        consumer.close().await.expect("close");
+        chunking
+            .send_raw(chunk_of_x(1), Bytes::from_static(b"x1"), 1)
+            .await;
+
+        let mut again = exclusive().await.expect("subscribe again");
+        let m_again = again.receive().await.expect("m again");
+        assert_eq!(text(&m_again), "m");
+        let x = again.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
+        again.ack_cumulative(&x).await.expect("ack x");
+        again.close().await.expect("close");
     })
     .await;
 }

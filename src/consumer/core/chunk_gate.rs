@@ -1,0 +1,207 @@
+//! Cumulative acks that stop short of a chunked message not handed out yet
+//! (pure).
+//!
+//! A chunked message is delivered where its last chunk is, so on Exclusive
+//! and Failover the application may ack cumulatively a message stored
+//! between its first and last chunk before the message reaches it. The
+//! Java client sends that ack as it is: it covers the first chunk, and if
+//! the connection is lost before the message is handed out (its last chunk
+//! not come yet, or the message still queued), the broker sends only the
+//! chunks after the ack again and the message can never be assembled.
+//!
+//! Here a cumulative ACK on the wire never covers the first chunk of a
+//! message that is being assembled, was just assembled, or is queued: it
+//! goes up to the entry before that chunk (nothing, when the chunk is the
+//! first entry of its ledger), and the whole ack is kept and sent once no
+//! such message stands in the way. A reconnect or a rewind keeps the
+//! message in the way until the next chunk arrives (its first chunk comes
+//! again first, since the broker sends everything after the ACK); a seek
+//! forgets it all, since the SEEK moves the cursor.
+
+use crate::message_id::MessageId;
+
+/// A cumulative ack: up to an id, with the `ack_set` of its entry's
+/// members when it is a batch member under batch index ack.
+pub(crate) type CumulativeAck = (MessageId, Option<Vec<i64>>);
+
+/// What stands in the way of cumulative acks, and the ack held back.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkGate {
+    /// The first chunk of the earliest message being assembled, as the
+    /// assembler said at its last chunk (kept across a reconnect, when the
+    /// messages the queue dropped join it).
+    assembling: Option<MessageId>,
+    /// The first chunk of a message the last chunk completed, until it
+    /// reaches the core (queued, or dropped there).
+    arriving: Option<MessageId>,
+    /// The cumulative ack held back, the highest one asked for.
+    held_back: Option<CumulativeAck>,
+    /// The ACK last sent in its place, so it goes out once.
+    sent_short: Option<MessageId>,
+}
+
+/// The ledger and entry of `id`, the order chunks and acks compare in.
+fn entry_of(id: MessageId) -> (u64, u64) {
+    (id.ledger_id, id.entry_id)
+}
+
+impl ChunkGate {
+    /// The ACK to send for a cumulative ack up to `ack.0`, `queued` being
+    /// the first chunk of the earliest chunked message queued: the ack
+    /// itself, or, when a chunked message not handed out starts at or
+    /// before it, an ack up to the entry before that message's first chunk
+    /// (`None` when there is no such entry, or it went out already), and
+    /// the ack is held back until [`release`](Self::release) lets it go.
+    pub(crate) fn admit(
+        &mut self,
+        ack: CumulativeAck,
+        queued: Option<MessageId>,
+    ) -> Option<CumulativeAck> {
+        let ack = match self.held_back.take() {
+            Some(held) if held.0 > ack.0 => held,
+            _ => ack,
+        };
+        let first = [self.assembling, self.arriving, queued]
+            .into_iter()
+            .flatten()
+            .min_by_key(|id| entry_of(*id));
+        match first {
+            Some(first) if entry_of(ack.0) >= entry_of(first) => {
+                self.held_back = Some(ack);
+                let short = first.entry_id.checked_sub(1).map(|entry| {
+                    MessageId::new(first.ledger_id, entry).with_partition(first.partition)
+                })?;
+                if self.sent_short == Some(short) {
+                    return None;
+                }
+                self.sent_short = Some(short);
+                Some((short, None))
+            }
+            _ => Some(ack),
+        }
+    }
+
+    /// The held-back ack, if nothing stands in its way any more (see
+    /// [`admit`](Self::admit)).
+    pub(crate) fn release(&mut self, queued: Option<MessageId>) -> Option<CumulativeAck> {
+        let held = self.held_back.take()?;
+        self.admit(held, queued)
+    }
+
+    /// The assembler took a chunk or dropped messages: `assembling` is the
+    /// first chunk of the earliest message it still assembles, `completed`
+    /// that of the message the chunk completed.
+    pub(crate) fn chunks_taken(
+        &mut self,
+        assembling: Option<MessageId>,
+        completed: Option<MessageId>,
+    ) {
+        self.assembling = assembling;
+        self.arriving = completed;
+    }
+
+    /// The chunked message whose first chunk is `first` reached the core.
+    pub(crate) fn arrived(&mut self, first: MessageId) {
+        if self.arriving == Some(first) {
+            self.arriving = None;
+        }
+    }
+
+    /// The queue is dropped (a reconnect or a rewind) while `queued` was
+    /// the first chunk of the earliest chunked message in it: that message
+    /// comes again, from its first chunk, and stands in the way until then.
+    pub(crate) fn starting_over(&mut self, queued: Option<MessageId>) {
+        self.assembling = [self.assembling, self.arriving, queued]
+            .into_iter()
+            .flatten()
+            .min_by_key(|id| entry_of(*id));
+        self.arriving = None;
+        self.sent_short = None;
+    }
+
+    /// A seek moved the cursor: nothing stands in the way, nothing is held.
+    pub(crate) fn forget(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Whether an ack is held back.
+    #[cfg(test)]
+    pub(crate) fn holds(&self) -> bool {
+        self.held_back.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(entry: u64) -> MessageId {
+        MessageId::new(1, entry)
+    }
+
+    #[test]
+    fn an_ack_past_a_first_chunk_goes_short_of_it_until_the_message_is_handed_out() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
+        assert_eq!(gate.admit((at(6), None), None), None, "once");
+        assert!(gate.holds());
+        // The last chunk completes the message; it is queued.
+        gate.chunks_taken(None, Some(at(4)));
+        assert_eq!(gate.release(None), None);
+        gate.arrived(at(4));
+        assert_eq!(gate.release(Some(at(4))), None, "queued");
+        assert_eq!(gate.release(None), Some((at(6), None)), "handed out");
+        assert!(!gate.holds());
+    }
+
+    #[test]
+    fn an_ack_before_the_first_chunk_goes_as_it_is() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.admit((at(3), None), None), Some((at(3), None)));
+        assert!(!gate.holds());
+        let other_ledger = MessageId::new(0, 90);
+        assert_eq!(
+            gate.admit((other_ledger, None), None),
+            Some((other_ledger, None))
+        );
+    }
+
+    #[test]
+    fn a_first_chunk_at_the_start_of_its_ledger_holds_the_whole_ack() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(MessageId::new(2, 0)), None);
+        assert_eq!(gate.admit((MessageId::new(2, 3), None), None), None);
+        assert!(gate.holds());
+    }
+
+    #[test]
+    fn a_reconnect_keeps_the_message_in_the_way_until_its_chunks_come_again() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(None, None);
+        assert_eq!(gate.admit((at(5), None), Some(at(4))), Some((at(3), None)));
+        // The queue holding the message is dropped.
+        gate.starting_over(Some(at(4)));
+        assert_eq!(
+            gate.release(None),
+            Some((at(3), None)),
+            "sent again, on the new connection"
+        );
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.release(None), None);
+        gate.chunks_taken(None, Some(at(4)));
+        gate.arrived(at(4));
+        assert_eq!(gate.release(None), Some((at(5), None)));
+    }
+
+    #[test]
+    fn a_seek_forgets_the_held_ack() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(4)), None);
+        gate.admit((at(5), None), None);
+        gate.forget();
+        assert!(!gate.holds());
+        assert_eq!(gate.admit((at(7), None), None), Some((at(7), None)));
+    }
+}
