@@ -219,6 +219,28 @@ async fn a_cumulative_ack_stops_short_of_a_chunked_message_until_it_is_handed_ou
     .await;
 }
 
+// With ack receipts: a first chunk at the start of its ledger leaves no
+// entry before it to ack, so the cumulative ack is held back whole; the call
+// returns once recorded (it must not wait on the application's own next
+// receive), and the ack goes once the chunked message is handed out.
+#[tokio::test(start_paused = true)]
+async fn a_cumulative_ack_held_back_whole_returns_and_goes_once_the_message_is_handed_out() {
+    let net = FakeNetwork::new();
+    guard("cumulative ack held back whole", async {
+        let receipts = |b| exclusive(b).ack_receipts(true);
+        let (mut consumer, mut broker, id) = subscribed_with(&net, receipts).await;
+        broker.send_frame(chunk(id, 0, "x", 0, 2)).await;
+        broker.send_frame(plain(id, 1, "m")).await;
+        let m = consumer.receive().await.expect("m");
+        consumer.ack_cumulative(&m).await.expect("ack m, recorded");
+        broker.send_frame(chunk(id, 2, "x", 1, 2)).await;
+        let x = consumer.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
+        assert_eq!(next_cumulative(&mut broker).await, 1, "the ack held back");
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cumulative_ack_of_a_message_between_the_chunks_leaves_the_queued_chunked_message() {
     let net = FakeNetwork::new();

@@ -24,6 +24,10 @@ pub(crate) enum Acked {
         /// The id of the member's entry.
         entry: MessageId,
     },
+    /// A cumulative ack held back whole, since a chunked message not handed
+    /// out yet starts at the first entry of a ledger before it (see
+    /// `chunk_gate`): it goes once that message is handed out.
+    HeldBack,
     /// Nothing can be sent for it: a batch member of an entry the core has
     /// no state for, acked without its batch size, or any ack on a core
     /// that does not track messages (a reader's).
@@ -133,11 +137,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             self.batches.leave(id);
         }
         let sent = ack.as_ref().map(|(id, _)| *id);
+        let mut held_back = false;
         if let Some((id, ack_set)) = ack {
-            self.ack_cumulative_on_wire(id, ack_set);
+            held_back = !self.ack_cumulative_on_wire(id, ack_set);
         }
         // A member whose entry is not complete is covered only once it is.
         Ok(match sent {
+            _ if held_back => Acked::HeldBack,
             Some(id) if id >= upto.entry() => Acked::Queued,
             _ if !upto.is_batch_member() => Acked::Queued,
             _ => Acked::AwaitingBatch {

@@ -36,8 +36,8 @@ pub(crate) struct ChunkGate {
     arriving: Option<MessageId>,
     /// The cumulative ack held back, the highest one asked for.
     held_back: Option<CumulativeAck>,
-    /// The ACK last sent in its place, so it goes out once.
-    sent_short: Option<MessageId>,
+    /// The short ACK sent last in its place.
+    short: Option<MessageId>,
 }
 
 /// The ledger and entry of `id`, the order chunks and acks compare in.
@@ -50,8 +50,9 @@ impl ChunkGate {
     /// the first chunk of the earliest chunked message queued: the ack
     /// itself, or, when a chunked message not handed out starts at or
     /// before it, an ack up to the entry before that message's first chunk
-    /// (`None` when there is no such entry, or it went out already), and
-    /// the ack is held back until [`release`](Self::release) lets it go.
+    /// (`None` when there is no such entry), and the ack is held back until
+    /// [`release`](Self::release) lets it go. The short ack goes each time,
+    /// as the ack would have: with ack receipts, its answer is the call's.
     pub(crate) fn admit(
         &mut self,
         ack: CumulativeAck,
@@ -68,24 +69,23 @@ impl ChunkGate {
         match first {
             Some(first) if entry_of(ack.0) >= entry_of(first) => {
                 self.held_back = Some(ack);
-                let short = first.entry_id.checked_sub(1).map(|entry| {
-                    MessageId::new(first.ledger_id, entry).with_partition(first.partition)
-                })?;
-                if self.sent_short == Some(short) {
-                    return None;
-                }
-                self.sent_short = Some(short);
+                let entry = first.entry_id.checked_sub(1)?;
+                let short = MessageId::new(first.ledger_id, entry).with_partition(first.partition);
+                self.short = Some(short);
                 Some((short, None))
             }
             _ => Some(ack),
         }
     }
 
-    /// The held-back ack, if nothing stands in its way any more (see
-    /// [`admit`](Self::admit)).
+    /// The held-back ack, if nothing stands in its way any more, or a
+    /// short one further on than the last (see [`admit`](Self::admit)).
     pub(crate) fn release(&mut self, queued: Option<MessageId>) -> Option<CumulativeAck> {
         let held = self.held_back.take()?;
-        self.admit(held, queued)
+        let before = self.short;
+        let admitted = self.admit(held, queued)?;
+        let again = self.held_back.is_some() && before == Some(admitted.0);
+        (!again).then_some(admitted)
     }
 
     /// The assembler took a chunk or dropped messages: `assembling` is the
@@ -116,7 +116,7 @@ impl ChunkGate {
             .flatten()
             .min_by_key(|id| entry_of(*id));
         self.arriving = None;
-        self.sent_short = None;
+        self.short = None;
     }
 
     /// A seek moved the cursor: nothing stands in the way, nothing is held.
@@ -144,7 +144,7 @@ mod tests {
         let mut gate = ChunkGate::default();
         gate.chunks_taken(Some(at(4)), None);
         assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
-        assert_eq!(gate.admit((at(6), None), None), None, "once");
+        assert_eq!(gate.admit((at(6), None), None), Some((at(3), None)));
         assert!(gate.holds());
         // The last chunk completes the message; it is queued.
         gate.chunks_taken(None, Some(at(4)));
@@ -186,10 +186,10 @@ mod tests {
         assert_eq!(
             gate.release(None),
             Some((at(3), None)),
-            "sent again, on the new connection"
+            "short again, on the new connection"
         );
         gate.chunks_taken(Some(at(4)), None);
-        assert_eq!(gate.release(None), None);
+        assert_eq!(gate.release(None), None, "once");
         gate.chunks_taken(None, Some(at(4)));
         gate.arrived(at(4));
         assert_eq!(gate.release(None), Some((at(5), None)));

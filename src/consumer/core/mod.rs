@@ -474,12 +474,16 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.release_cumulative();
     }
 
-    /// Sends a cumulative ack, or as much of it as the chunk gate lets go.
-    fn ack_cumulative_on_wire(&mut self, id: MessageId, ack_set: Option<Vec<i64>>) {
+    /// Sends a cumulative ack, or as much of it as the chunk gate lets go;
+    /// returns whether an ACK was queued.
+    fn ack_cumulative_on_wire(&mut self, id: MessageId, ack_set: Option<Vec<i64>>) -> bool {
         let queued = self.queue.earliest_chunked();
-        if let Some((id, ack_set)) = self.chunk_gate.admit((id, ack_set), queued) {
+        let admitted = self.chunk_gate.admit((id, ack_set), queued);
+        if let Some((id, ack_set)) = admitted {
             self.actions.ack_cumulative(id, ack_set);
+            return true;
         }
+        false
     }
 
     /// Sends the cumulative ack the chunk gate held back, if it may go now.

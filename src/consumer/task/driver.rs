@@ -566,6 +566,13 @@ impl Driver {
                     trace!(topic, %entry, "member ack recorded until its batch is complete");
                     let _ = reply.send(Ok(()));
                 }
+                // Held back by the chunk gate with no ACK in its place:
+                // recorded, as a batch member's is (waiting here could wait
+                // on the application's own next receive).
+                Acked::HeldBack => {
+                    trace!(topic, %id, "cumulative ack held until a chunked message is handed out");
+                    let _ = reply.send(Ok(()));
+                }
                 Acked::Unrecorded => {
                     let _ = reply.send(Err(ConsumerError::AckNotSent {
                         topic: topic.to_owned(),
