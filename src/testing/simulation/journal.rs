@@ -518,6 +518,15 @@ impl Journal {
         if !rest.is_empty() {
             self.open.insert((instance, topic.to_owned()), rest);
         }
+        // A cumulative ack the application began after a cursor reset
+        // acks, by its own word, every message before it, also one the
+        // reset brought back that it has not been handed again (as in the
+        // Java client, and on the broker: a property of cumulative acks).
+        if !self.owed_after_reset.is_empty() {
+            self.owed_after_reset.retain(|_, owed| {
+                owed.topic != topic || owed.reset_at >= begun.0 || key_of(&owed.id) > key_of(&id)
+            });
+        }
     }
 
     /// The application nacked `name` or left it for the ack timeout.
