@@ -144,6 +144,9 @@ async fn arguments_only_the_run_can_check_fail_with_exit_code_1() {
     assert_failed(&run, 1, "nope://a/b/c");
     let run = pulsar_wire(&url, &["perf", "consume", &topic, "--duration=-1"]).await;
     assert_failed(&run, 1, "--duration");
+    let missing = "/nonexistent/pulsar-wire-payload";
+    let run = pulsar_wire(&url, &["produce", &topic, "-f", missing]).await;
+    assert_failed(&run, 1, missing);
 }
 
 #[tokio::test]
@@ -161,4 +164,14 @@ async fn a_broker_error_fails_the_command() {
     let topic = format!("persistent://no-such-tenant-{}/ns/t", std::process::id());
     let run = pulsar_wire(&url, &["produce", &topic, "-m", "x"]).await;
     assert_failed(&run, 1, "no-such-tenant");
+}
+
+#[tokio::test]
+async fn a_negative_rate_and_files_beside_messages_are_refused() {
+    let run = run_raw(&["produce", "t", "-m", "x", "--rate=-1"]).await;
+    assert_failed(&run, 2, "messages a second");
+    let run = run_raw(&["consume", "t", "-s", "s", "--rate", "fast"]).await;
+    assert_failed(&run, 2, "messages a second");
+    let run = run_raw(&["produce", "t", "-m", "x", "-f", "/tmp/a"]).await;
+    assert_failed(&run, 2, "cannot be used with");
 }

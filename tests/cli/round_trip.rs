@@ -369,3 +369,67 @@ async fn a_non_durable_subscription_reads_from_the_earliest_and_is_forgotten() {
         assert_eq!(lines[0]["payload"], "one");
     }
 }
+
+#[tokio::test]
+async fn files_are_sent_one_message_each_and_rates_bound_both_ends() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-files");
+    let dir = std::env::temp_dir().join(topic.rsplit('/').next().expect("a name"));
+    std::fs::create_dir_all(&dir).expect("a directory of its own");
+    let (text, binary) = (dir.join("a.txt"), dir.join("b.bin"));
+    std::fs::write(&text, "from a file").expect("write");
+    std::fs::write(&binary, [0u8, 1, 2, 255]).expect("write");
+    let files = format!("{},{}", text.display(), binary.display());
+    // Twice the list, at most 50 a second: four messages.
+    let sent = pulsar_wire(
+        &url,
+        &["produce", &topic, "-f", &files, "-n", "2", "-r", "50"],
+    )
+    .await
+    .ok_lines();
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    let mut args = from_earliest(&topic, "4").to_vec();
+    args.extend(["-r", "100"]);
+    let lines = pulsar_wire(&url, &args).await.ok_lines();
+    let payloads: Vec<_> = lines
+        .iter()
+        .map(|l| l.get("payload").or(l.get("payload_base64")).cloned())
+        .collect();
+    let (a, b) = (Some(json!("from a file")), Some(json!("AAEC/w==")));
+    assert_eq!(payloads, [a.clone(), b.clone(), a, b], "{lines:?}");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[tokio::test]
+async fn regex_reads_every_topic_whose_name_matches() {
+    if skip_unless(
+        BrokerKind::Apache,
+        "pulsar-lite does not answer GET_TOPICS_OF_NAMESPACE",
+    ) {
+        return;
+    }
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let stem = unique_topic("cli-regex");
+    let (one, two) = (format!("{stem}-one"), format!("{stem}-two"));
+    for topic in [&one, &two] {
+        pulsar_wire(&url, &["produce", topic, "-m", topic])
+            .await
+            .ok_lines();
+    }
+    let pattern = format!("{stem}-.*");
+    let mut args = from_earliest(&pattern, "2").to_vec();
+    args.push("--regex");
+    let lines = pulsar_wire(&url, &args).await.ok_lines();
+    let mut got: Vec<String> = lines
+        .iter()
+        .map(|l| l["payload"].as_str().expect("payload").to_owned())
+        .collect();
+    got.sort();
+    assert_eq!(got, [one, two], "{lines:?}");
+}

@@ -75,6 +75,17 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     ack_timeout_ms: Option<u64>,
 
+    /// TOPIC is a regular expression: read every topic of its namespace
+    /// whose name matches, as they come and go (e.g.
+    /// `persistent://public/default/orders-.*`).
+    #[arg(long)]
+    regex: bool,
+
+    /// Receive at most this many messages a second (0, the default: as
+    /// fast as they come), to play a slow consumer.
+    #[arg(short = 'r', long, value_name = "MSG_PER_S", default_value_t = 0.0, value_parser = crate::rate)]
+    rate: f64,
+
     /// Print no payload (nor its decoded value), only its size, as
     /// `payload_size` (the official tools' `--hide-content`).
     #[arg(long)]
@@ -168,8 +179,12 @@ pub(crate) enum Outcome {
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
-    let mut builder = client
-        .consumer(args.topic.as_str(), args.subscription.as_str())
+    let builder = if args.regex {
+        client.consumer_pattern(args.topic.as_str(), args.subscription.as_str())
+    } else {
+        client.consumer(args.topic.as_str(), args.subscription.as_str())
+    };
+    let mut builder = builder
         .subscription_type(args.sub_type.into())
         .initial_position(args.position.into())
         .durable(args.mode == Mode::Durable)
@@ -202,10 +217,12 @@ async fn consume(
 ) -> Result<(), BoxError> {
     let idle = args.idle_exit_ms.map(Duration::from_millis);
     let mut seen = 0u64;
+    let mut pace = crate::Pace::new(args.rate);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     while args.count.is_none_or(|n| seen < n) {
         let next = async {
+            pace.next().await;
             match idle {
                 Some(idle) => tokio::time::timeout(idle, consumer.receive()).await.ok(),
                 None => Some(consumer.receive().await),

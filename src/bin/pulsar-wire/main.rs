@@ -14,6 +14,7 @@ mod consume;
 mod demo;
 mod dlq;
 mod embedded;
+mod pace;
 mod perf;
 mod perf_backlog;
 mod perf_consume;
@@ -227,6 +228,8 @@ pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), BoxError> {
     out.flush()?;
     Ok(())
 }
+
+pub(crate) use pace::{Pace, rate};
 
 /// Parses `KEY=VALUE` (for `-p`).
 pub(crate) fn key_value(s: &str) -> Result<(String, String), String> {

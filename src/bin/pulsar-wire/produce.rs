@@ -19,10 +19,27 @@ pub(crate) struct Args {
     /// The topic (a full name, or a short one in public/default).
     topic: String,
 
-    /// A message to send (repeat for several). Without -m, COUNT generated
-    /// payloads of SIZE bytes are sent.
+    /// A message to send (repeat for several). Without -m or -f, COUNT
+    /// generated payloads of SIZE bytes are sent.
     #[arg(short = 'm', long = "message", value_name = "TEXT")]
     messages: Vec<String>,
+
+    /// A file whose bytes are one message (repeat, or separate with
+    /// commas, for several; as the official `pulsar-client produce -f`).
+    #[arg(
+        short = 'f',
+        long = "files",
+        alias = "file",
+        value_name = "PATH",
+        value_delimiter = ',',
+        conflicts_with_all = ["messages", "size", "schema"]
+    )]
+    files: Vec<std::path::PathBuf>,
+
+    /// Send at most this many messages a second (0, the default: as fast
+    /// as the broker takes them).
+    #[arg(short = 'r', long, value_name = "MSG_PER_S", default_value_t = 0.0, value_parser = crate::rate)]
+    rate: f64,
 
     /// The -m values are base64 text of binary payloads.
     #[arg(long, requires = "messages")]
@@ -146,7 +163,11 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .compression(args.compression.into())
         .max_pending_messages(args.max_pending as usize);
     let (producer, payloads) = match args.schema {
-        None => (builder.create().await?, payloads(&args)?),
+        None => {
+            // Files are read before anything reaches the broker.
+            let payloads = payloads(&args)?;
+            (builder.create().await?, payloads)
+        }
         Some(kind) => {
             let (producer, encoded) = with_schema(client, builder, kind, &args).await?;
             let count = args.count;
@@ -158,7 +179,9 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     let window = args.max_pending as usize;
     let mut in_flight: VecDeque<SendReceipt> = VecDeque::with_capacity(window.min(4096));
     let mut confirmed = 0u64;
+    let mut pace = crate::Pace::new(args.rate);
     for payload in payloads {
+        pace.next().await;
         if in_flight.len() == window {
             let receipt = in_flight.pop_front().ok_or("empty window")?;
             confirm(receipt, &mut confirmed).await?;
@@ -271,6 +294,18 @@ async fn confirm(receipt: SendReceipt, confirmed: &mut u64) -> Result<(), BoxErr
 
 /// Every payload to send, in order.
 fn payloads(args: &Args) -> Result<Box<dyn Iterator<Item = Bytes> + Send>, BoxError> {
+    if !args.files.is_empty() {
+        let mut list = Vec::with_capacity(args.files.len());
+        for path in &args.files {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("-f {}: cannot read it: {e}", path.display()))?;
+            list.push(Bytes::from(bytes));
+        }
+        let count = args.count;
+        return Ok(Box::new(
+            (0..count).flat_map(move |_| list.clone().into_iter()),
+        ));
+    }
     if args.messages.is_empty() {
         let (count, size) = (args.count, args.size);
         return Ok(Box::new(
