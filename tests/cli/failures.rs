@@ -174,4 +174,6 @@ async fn a_negative_rate_and_files_beside_messages_are_refused() {
     assert_failed(&run, 2, "messages a second");
     let run = run_raw(&["produce", "t", "-m", "x", "-f", "/tmp/a"]).await;
     assert_failed(&run, 2, "cannot be used with");
+    let run = run_raw(&["perf", "produce", "t", "--access-mode", "solo"]).await;
+    assert_failed(&run, 2, "solo");
 }

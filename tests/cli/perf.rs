@@ -271,3 +271,36 @@ async fn perf_multiplex_spreads_handles_over_the_connections_asked_for() {
         }
     }
 }
+
+#[tokio::test]
+async fn perf_produce_takes_a_name_a_send_timeout_and_an_access_mode() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-named");
+    let args = [
+        "perf",
+        "produce",
+        &topic,
+        "-n",
+        "3",
+        "--size",
+        "10",
+        "--producer-name",
+        "perf-named",
+        "--send-timeout",
+        "30",
+        "--access-mode",
+        "exclusive",
+        "--json",
+    ];
+    let run = pulsar_wire(&url, &args).await;
+    summary(&run.ok_lines(), "produce", 3, 10);
+    let consume = [
+        "consume", &topic, "-s", "s", "-t", "shared", "-p", "earliest", "-n", "3",
+    ];
+    let lines = pulsar_wire(&url, &consume).await.ok_lines();
+    let names: Vec<_> = lines.iter().map(|l| l["producer_name"].clone()).collect();
+    assert_eq!(names, ["perf-named"; 3], "{lines:?}");
+}

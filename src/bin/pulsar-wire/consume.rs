@@ -349,6 +349,7 @@ pub(crate) fn message_line(msg: &Message, outcome: &str) -> serde_json::Value {
         "key": msg.key(),
         "properties": msg.properties(),
         "publish_time": msg.publish_time(),
+        "producer_name": msg.producer_name(),
     });
     match std::str::from_utf8(msg.payload()) {
         Ok(text) => line["payload"] = text.into(),

@@ -65,6 +65,45 @@ pub(crate) struct Args {
     /// interceptors cost); the summary shows the count.
     #[arg(long)]
     count_hooks: bool,
+
+    /// The producer's name (default: one the broker gives).
+    #[arg(long, value_name = "NAME")]
+    producer_name: Option<String>,
+
+    /// Fail a send not confirmed within this many seconds (default: the
+    /// producer's own, 30 s).
+    #[arg(long, alias = "st", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    send_timeout: Option<u64>,
+
+    /// Which producers the topic takes besides this one (any case).
+    #[arg(long, value_enum, ignore_case = true, default_value_t = Access::Shared)]
+    access_mode: Access,
+}
+
+/// A producer access mode, as the official tools spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Access {
+    /// Any number of producers.
+    Shared,
+    /// Only this one; fails if another is there.
+    Exclusive,
+    /// Only this one; the others are fenced off.
+    #[value(name = "ExclusiveWithFencing")]
+    ExclusiveWithFencing,
+    /// Only this one; waits until the others are gone.
+    #[value(name = "WaitForExclusive")]
+    WaitForExclusive,
+}
+
+impl From<Access> for pulsar_wire::producer::AccessMode {
+    fn from(a: Access) -> Self {
+        match a {
+            Access::Shared => Self::Shared,
+            Access::Exclusive => Self::Exclusive,
+            Access::ExclusiveWithFencing => Self::ExclusiveWithFencing,
+            Access::WaitForExclusive => Self::WaitForExclusive,
+        }
+    }
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
@@ -73,6 +112,13 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     if let Some(hooks) = &hooks {
         builder = builder.interceptor(hooks.clone());
     }
+    if let Some(name) = &args.producer_name {
+        builder = builder.name(name.as_str());
+    }
+    if let Some(seconds) = args.send_timeout {
+        builder = builder.send_timeout(Duration::from_secs(seconds));
+    }
+    builder = builder.access_mode(args.access_mode.into());
     let producer = builder
         .batching(args.batch)
         .batching_max_messages(args.batch_max_messages as usize)
