@@ -304,3 +304,46 @@ async fn perf_produce_takes_a_name_a_send_timeout_and_an_access_mode() {
     let names: Vec<_> = lines.iter().map(|l| l["producer_name"].clone()).collect();
     assert_eq!(names, ["perf-named"; 3], "{lines:?}");
 }
+
+#[tokio::test]
+async fn perf_consume_takes_batch_index_acks_and_the_queue_sizes() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-queues");
+    let produce = [
+        "perf", "produce", &topic, "-n", "300", "--size", "20", "--batch", "--json",
+    ];
+    summary(
+        &pulsar_wire(&url, &produce).await.ok_lines(),
+        "produce",
+        300,
+        20,
+    );
+    let consume = [
+        "perf",
+        "consume",
+        &topic,
+        "-s",
+        "perf",
+        "-t",
+        "shared",
+        "--position",
+        "earliest",
+        "-n",
+        "300",
+        "--batch-index-ack",
+        "-q",
+        "50",
+        "--receiver-queue-size-across-partitions",
+        "500",
+        "--json",
+    ];
+    summary(
+        &pulsar_wire(&url, &consume).await.ok_lines(),
+        "consume",
+        300,
+        20,
+    );
+}

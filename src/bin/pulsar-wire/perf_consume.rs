@@ -48,8 +48,23 @@ pub(crate) struct Args {
     position: Position,
 
     /// How many messages the broker may push ahead of the application.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        short = 'q',
+        long,
+        alias = "receiver-queue-size",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     receiver_queue: u32,
+
+    /// Most messages queued across every partition of a partitioned
+    /// topic (default: the Java client's 50,000).
+    #[arg(long, value_name = "COUNT", value_parser = clap::value_parser!(u32).range(1..))]
+    receiver_queue_size_across_partitions: Option<u32>,
+
+    /// Ack the members of a batch one by one on the broker.
+    #[arg(long)]
+    batch_index_ack: bool,
 
     /// Do not acknowledge (the subscription keeps its backlog).
     #[arg(long)]
@@ -78,7 +93,11 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         .consumer(args.topic.as_str(), args.subscription.as_str())
         .subscription_type(args.sub_type.into())
         .initial_position(args.position.into())
-        .receiver_queue_size(args.receiver_queue);
+        .receiver_queue_size(args.receiver_queue)
+        .batch_index_ack(args.batch_index_ack);
+    if let Some(total) = args.receiver_queue_size_across_partitions {
+        builder = builder.max_total_receiver_queue_size_across_partitions(total);
+    }
     if args.ack_group_ms > 0 {
         builder = builder.ack_group_time(Duration::from_millis(args.ack_group_ms));
     }
