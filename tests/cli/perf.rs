@@ -25,9 +25,18 @@ fn summary(lines: &[Value], op: &str, count: u64, size: u64) -> Value {
         assert!(v.is_finite() && v >= 0.0, "{k} in {s}");
     }
     assert!(s["msgs_per_sec"].as_f64().unwrap() > 0.0, "{s}");
-    let [p50, p99, p999, max] = ["lat_p50_us", "lat_p99_us", "lat_p999_us", "lat_max_us"]
-        .map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")));
-    assert!(p50 <= p99 && p99 <= p999 && p999 <= max, "{s}");
+    let percentiles = [
+        "lat_p50_us",
+        "lat_p95_us",
+        "lat_p99_us",
+        "lat_p999_us",
+        "lat_p9999_us",
+        "lat_max_us",
+    ]
+    .map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}")));
+    assert!(percentiles.is_sorted(), "{s}");
+    let mean = s["lat_mean_us"].as_f64().expect("lat_mean_us");
+    assert!(mean >= 0.0 && mean <= percentiles[5] as f64, "{s}");
     s
 }
 

@@ -213,9 +213,16 @@ impl Stats {
             "msgs_per_sec": self.count as f64 / seconds,
             "mb_per_sec": self.bytes as f64 / seconds / 1e6,
             "latency": self.measure,
+            "lat_mean_us": if self.total.is_empty() {
+                serde_json::Value::Null
+            } else {
+                self.total.mean().into()
+            },
             "lat_p50_us": q(50.0),
+            "lat_p95_us": q(95.0),
             "lat_p99_us": q(99.0),
             "lat_p999_us": q(99.9),
+            "lat_p9999_us": q(99.99),
             "lat_max_us": q(100.0),
             "cpu_user_s": user1 - user0,
             "cpu_sys_s": sys1 - sys0,
@@ -231,16 +238,19 @@ impl Stats {
                 .map_or_else(|| "-".to_owned(), |us| format!("{:.3}", us / 1000.0))
         };
         format!(
-            "perf {} summary: {} msgs in {:.3} s | {:.0} msg/s | {:.2} MB/s | {} (ms) p50 {} p99 {} p99.9 {} max {} | CPU {:.3} s user + {:.3} s sys",
+            "perf {} summary: {} msgs in {:.3} s | {:.0} msg/s | {:.2} MB/s | {} (ms) mean {} p50 {} p95 {} p99 {} p99.9 {} p99.99 {} max {} | CPU {:.3} s user + {:.3} s sys",
             summary["op"].as_str().unwrap_or("?"),
             summary["count"],
             f("seconds"),
             f("msgs_per_sec"),
             f("mb_per_sec"),
             summary["latency"].as_str().unwrap_or("latency"),
+            lat("lat_mean_us"),
             lat("lat_p50_us"),
+            lat("lat_p95_us"),
             lat("lat_p99_us"),
             lat("lat_p999_us"),
+            lat("lat_p9999_us"),
             lat("lat_max_us"),
             f("cpu_user_s"),
             f("cpu_sys_s"),
