@@ -282,7 +282,7 @@ async fn perf_multiplex_spreads_handles_over_the_connections_asked_for() {
 }
 
 #[tokio::test]
-async fn perf_produce_takes_a_name_a_send_timeout_and_an_access_mode() {
+async fn perf_produce_takes_a_name_a_send_timeout_an_access_mode_and_a_delay() {
     let Some(broker) = TestBroker::start().await else {
         return;
     };
@@ -302,6 +302,8 @@ async fn perf_produce_takes_a_name_a_send_timeout_and_an_access_mode() {
         "30",
         "--access-mode",
         "exclusive",
+        "--delay",
+        "1",
         "--json",
     ];
     let run = pulsar_wire(&url, &args).await;

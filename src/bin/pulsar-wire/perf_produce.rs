@@ -75,6 +75,11 @@ pub(crate) struct Args {
     #[arg(long, alias = "st", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     send_timeout: Option<u64>,
 
+    /// Ask the broker to deliver each message this many seconds after it
+    /// is sent (Shared and Key_Shared subscriptions; `pulsar-perf -d`).
+    #[arg(short = 'd', long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    delay: Option<u64>,
+
     /// Which producers the topic takes besides this one (any case).
     #[arg(long, value_enum, ignore_case = true, default_value_t = Access::Shared)]
     access_mode: Access,
@@ -141,6 +146,14 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
 
     // One payload for every message: the producer never copies it.
     let payload = Bytes::from(vec![b'x'; args.size]);
+    let delay = args.delay.map(Duration::from_secs);
+    let message = || {
+        let message = ProducerMessage::new(payload.clone());
+        match delay {
+            Some(delay) => message.deliver_after(delay),
+            None => message,
+        }
+    };
     let pace = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
     let size = args.size;
 
@@ -150,14 +163,7 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         while keep_going(&args.limits, sent, deadline, &interrupted) {
             wait_turn(pace, start, sent).await;
             let t = Instant::now();
-            match async {
-                producer
-                    .send(ProducerMessage::new(payload.clone()))
-                    .await?
-                    .await
-            }
-            .await
-            {
+            match async { producer.send(message()).await?.await }.await {
                 Ok(_) => perf::lock(&stats).record(Instant::now(), size, t.elapsed()),
                 Err(e) => {
                     result = Err(e.into());
@@ -175,7 +181,7 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         while keep_going(&args.limits, sent, deadline, &interrupted) {
             wait_turn(pace, start, sent).await;
             let t = Instant::now();
-            match producer.send(ProducerMessage::new(payload.clone())).await {
+            match producer.send(message()).await {
                 Ok(receipt) => {
                     if receipts.send((receipt, t)).await.is_err() {
                         break; // the collector stopped on an error
