@@ -416,3 +416,35 @@ async fn the_grouped_acks_of_a_topic_given_up_never_go_out_under_its_dead_id() {
     })
     .await;
 }
+
+// A consumer of several partitions closes them together: against a broker
+// that answers no CLOSE_CONSUMER, closing takes one operation timeout, not
+// one per partition.
+#[tokio::test(start_paused = true)]
+async fn the_partitions_of_a_consumer_are_closed_together() {
+    let net = FakeNetwork::new();
+    let mut svc = net.listen(SERVICE);
+    guard("partitions closed together", async {
+        let subscribing = subscribing(&net, |b| b);
+        let mut broker = svc.accept().await;
+        broker.handshake().await;
+        metadata(&mut broker, 3).await;
+        for _ in 0..3 {
+            let (_, request) = lookup_then_subscribe(&mut broker).await;
+            broker.send(answer::success(request)).await;
+            broker.expect(Type::Flow).await;
+        }
+        let consumer = subscribing.await.expect("task").expect("subscribed");
+        let closing = tokio::spawn(async move { consumer.close().await });
+        let mut at = Vec::new();
+        while at.len() < 3 {
+            let frame = broker.recv().await.expect("the client's frames");
+            if frame.command.r#type() == Type::CloseConsumer {
+                at.push(tokio::time::Instant::now());
+            }
+        }
+        assert_eq!(at[0], at[2], "the third CLOSE_CONSUMER waited on the first");
+        let _ = closing.await.expect("close task");
+    })
+    .await;
+}

@@ -339,16 +339,24 @@ impl Driver {
         for index in 0..self.subs.len() {
             self.flush_acks(index).await;
         }
-        for (index, sub) in self.subs.iter().enumerate() {
-            if self.resubscribes.is_running(index) || sub.lost || sub.removed {
-                continue; // nothing registered on the broker or the connection
-            }
-            if close {
-                let _ = sub.conn.close_consumer(sub.id).await;
-            } else {
-                sub.conn.unregister_consumer(sub.id).await;
-            }
-        }
+        // Every partition at once: against a broker that does not answer,
+        // closing takes one operation timeout, not one per partition.
+        let detaching = self
+            .subs
+            .iter()
+            .enumerate()
+            // Nothing registered on the broker or the connection for these.
+            .filter(|(index, sub)| {
+                !(self.resubscribes.is_running(*index) || sub.lost || sub.removed)
+            })
+            .map(|(_, sub)| async move {
+                if close {
+                    let _ = sub.conn.close_consumer(sub.id).await;
+                } else {
+                    sub.conn.unregister_consumer(sub.id).await;
+                }
+            });
+        futures::future::join_all(detaching).await;
         for sub in &mut self.subs {
             let topic = sub.name.to_string();
             sub.acks.fail_all(|| ConsumerError::AckNotSent {
