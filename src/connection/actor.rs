@@ -176,6 +176,10 @@ pub(crate) fn handle_inbound(core: &mut Core, frame: Frame) -> Result<(), Connec
                 consumer: consumer.0,
             });
         }
+        Reaction::ReturnPermit { consumer } => {
+            core.router.on_flow(consumer, 1);
+            commands::flow(consumer, 1)
+        }
         Reaction::SendPong => commands::pong(),
         Reaction::AnswerAuthChallenge => {
             debug!("answering AUTH_CHALLENGE");

@@ -33,6 +33,13 @@ pub(crate) enum Reaction {
         /// The consumer flooded.
         consumer: ConsumerId,
     },
+    /// The broker sent consumer `consumer` a MESSAGE without a payload:
+    /// nothing reaches the consumer, so the permit it took goes back to
+    /// the broker here (else a zero-queue consumer would wait for ever).
+    ReturnPermit {
+        /// The consumer the MESSAGE named.
+        consumer: ConsumerId,
+    },
 }
 
 impl Router {
@@ -337,8 +344,8 @@ impl Router {
             return Reaction::PermitsExceeded { consumer: id };
         }
         let Some(payload) = payload else {
-            warn!(consumer = %id, "MESSAGE without payload ignored");
-            return Reaction::None;
+            warn!(consumer = %id, "MESSAGE without payload ignored; its permit goes back");
+            return Reaction::ReturnPermit { consumer: id };
         };
         let event = ConsumerEvent::Message {
             message_id: MessageId::from_proto(&b.message_id),

@@ -1,7 +1,8 @@
 //! Settings at the edge of their type (`Duration::MAX` timeouts, delays
 //! and backoffs) mean "never" or "as long as can be": the consumer's task
 //! goes on working, it never panics on them. A task that panics all the
-//! same leaves nothing registered on the broker.
+//! same leaves nothing registered on the broker. A MESSAGE without a
+//! payload gives its permit back.
 
 use std::time::Duration;
 
@@ -133,6 +134,30 @@ async fn a_consumer_whose_task_panicked_is_closed_on_the_broker() {
             consumer.receive().await,
             Err(ConsumerError::TaskFailed)
         ));
+    })
+    .await;
+}
+
+// A MESSAGE without a payload reaches no consumer; the permit the broker
+// charged for it goes back at once (a zero-queue consumer, which asks for
+// one message at a time, would otherwise wait for ever), and the messages
+// after it come as usual.
+#[tokio::test(start_paused = true)]
+async fn a_message_without_a_payload_gives_its_permit_back() {
+    let net = FakeNetwork::new();
+    guard("payload-less MESSAGE", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        let mut bare = message(id, 1, "lost", Checksum::Valid);
+        bare.payload = None;
+        broker.send_frame(bare).await;
+        let flow = broker.expect(Type::Flow).await;
+        let body = flow.command.flow.as_ref().expect("body");
+        assert_eq!((body.consumer_id, body.message_permits), (id, 1));
+        broker
+            .send_frame(message(id, 2, "next", Checksum::Valid))
+            .await;
+        let m = consumer.receive().await.expect("the next message");
+        assert_eq!(&m.payload()[..], b"next");
     })
     .await;
 }
