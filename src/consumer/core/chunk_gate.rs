@@ -125,7 +125,6 @@ impl ChunkGate {
     }
 
     /// Whether an ack is held back.
-    #[cfg(test)]
     pub(crate) fn holds(&self) -> bool {
         self.held_back.is_some()
     }

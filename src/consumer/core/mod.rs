@@ -488,6 +488,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
 
     /// Sends the cumulative ack the chunk gate held back, if it may go now.
     fn release_cumulative(&mut self) {
+        if !self.chunk_gate.holds() {
+            return; // the queue is not scanned for nothing
+        }
         let queued = self.queue.earliest_chunked();
         if let Some((id, ack_set)) = self.chunk_gate.release(queued) {
             self.actions.ack_cumulative(id, ack_set);
