@@ -152,6 +152,15 @@ pub(crate) fn handle_command(
                 warn!(command = kind, error = %e, "control command could not be encoded");
             }
         }
+        Command::GiveBack { consumer, permits } => {
+            // The broker counts members, the router entries: a refund
+            // counted in members would let a broker that lies about a
+            // batch's size grant itself permits.
+            core.router.on_flow(consumer, permits.min(1));
+            if let Err(e) = core.write_command(&commands::flow(consumer, permits)) {
+                warn!(command = "FLOW", error = %e, "control command could not be encoded");
+            }
+        }
         Command::RegisterProducer { id, mailbox } => core.router.register_producer(id, mailbox),
         Command::RegisterConsumer { id, mailbox } => core.router.register_consumer(id, mailbox),
         Command::UnregisterProducer(id) => core.router.unregister_producer(id),

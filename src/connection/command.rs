@@ -41,6 +41,10 @@ pub(crate) enum Command {
     },
     /// Write `command`; no answer is expected (ack, flow, redeliver).
     Control(BaseCommand),
+    /// Write a FLOW of `permits` for `consumer`: what the broker charged
+    /// for one entry that never reached the application. The router's
+    /// count gets back the one permit that entry took, no more.
+    GiveBack { consumer: ConsumerId, permits: u32 },
     /// Route receipts and send errors for `id` to `mailbox`.
     RegisterProducer {
         id: ProducerId,
@@ -87,6 +91,7 @@ impl Command {
                 let _ = done.send(());
             }
             Self::Control(_)
+            | Self::GiveBack { .. }
             | Self::UnregisterProducer(_)
             | Self::UnregisterConsumer(_)
             | Self::UnregisterWatcher(_) => {}

@@ -243,6 +243,27 @@ impl Connection {
         self.send_command(Command::Control(command))
     }
 
+    /// Gives back to the broker the `permits` it charged consumer
+    /// `consumer` for one entry whose messages never reach the
+    /// application (refused, skipped as acked, or a chunk that completes
+    /// nothing yet), as [`send_control`](Self::send_control) would a FLOW.
+    ///
+    /// The FLOW carries every permit, as the broker counts them (by
+    /// message); the connection's own count of what the broker may still
+    /// send (by entry) gets back only the one permit that entry took. So a
+    /// broker that announces more messages in a batch than it holds
+    /// cannot lift flow control with the refund.
+    ///
+    /// # Errors
+    /// The error that ended the connection.
+    pub fn give_back_permits(
+        &self,
+        consumer: ConsumerId,
+        permits: u32,
+    ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
+        self.send_command(Command::GiveBack { consumer, permits })
+    }
+
     /// Queues a SEND frame on the data lane; waits while the lane is full
     /// (backpressure). The receipt or error arrives on the producer's mailbox.
     ///

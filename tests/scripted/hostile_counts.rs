@@ -4,7 +4,8 @@
 //! chunks that lie about the size or the chunks of their message, and a
 //! message over the bound on the bytes being assembled. Each hostile entry
 //! is reported or given up with the heap bounded (measured with the probe
-//! in `hostile.rs`), and the connection stays up.
+//! in `hostile.rs`), and the connection stays up; the permits it gives
+//! back lift no flow control.
 
 use bytes::{Bytes, BytesMut};
 use pulsar_wire::consumer::{Consumer, ConsumerBuilder, MAX_BATCH_MEMBERS, SubscriptionType};
@@ -60,6 +61,35 @@ async fn a_batch_of_a_million_empty_members_is_reported_with_the_heap_bounded() 
         // client's decoder; a million messages would be hundreds of MiB.
         assert!(peak < 16 * MIB, "{} MiB of heap at the peak", peak / MIB);
         still_connected(&mut consumer, &mut broker, id).await;
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_lying_about_its_members_lifts_no_flow_control() {
+    let net = FakeNetwork::new();
+    guard("a lying batch, then a flood", async {
+        let (_consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        // A million members announced in four bytes: refused whole, and
+        // the million permits the broker says it charged go back to it.
+        let lie = entry(
+            id,
+            7,
+            meta(Some(1_000_000), 0, None),
+            Bytes::from_static(&[0; 4]),
+        );
+        broker.send_frame(lie).await;
+        broker.expect(Type::Ack).await;
+        assert_eq!(flow(&mut broker).await, 1_000_000, "permits back");
+        // The entry took one permit of the 1000 granted, and the give-back
+        // restores that one alone: with nothing received, entry 1001 is
+        // past what the client granted, and the client drops the connection.
+        for entry_id in 100..1101 {
+            broker
+                .send_frame(message(id, entry_id, "flood", Checksum::Valid))
+                .await;
+        }
+        broker.until_closed().await;
     })
     .await;
 }

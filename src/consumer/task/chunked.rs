@@ -39,7 +39,7 @@ impl Driver {
             None => Either::Right(async move {
                 self.run_actions(index).await;
                 let sub = &self.subs[index];
-                let _ = sub.conn.send_control(commands::flow(sub.id, 1)).await;
+                let _ = sub.conn.give_back_permits(sub.id, 1).await;
                 None
             }),
         }

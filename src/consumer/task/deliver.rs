@@ -192,10 +192,7 @@ impl Driver {
                 if lost_permits > 0 {
                     // Members that never reach the core: their permits go
                     // straight back to the broker.
-                    let _ = sub
-                        .conn
-                        .send_control(commands::flow(sub.id, lost_permits))
-                        .await;
+                    let _ = sub.conn.give_back_permits(sub.id, lost_permits).await;
                 }
                 self.run_actions(index).await;
             }
