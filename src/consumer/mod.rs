@@ -672,7 +672,8 @@ impl Consumer {
         msg: &Message,
         cumulative: bool,
     ) -> Result<(), ConsumerError> {
-        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        let (topic, batch_size) = (msg.0.topic.clone(), msg.0.batch_size);
+        let id = acked_id(msg, cumulative);
         let on_end = self.settle_on_end(msg, cumulative);
         self.ask(|reply| task::Command::AckInTxn {
             topic,
@@ -697,12 +698,13 @@ impl Consumer {
     ) -> Option<crate::transaction::EndHook> {
         let (commands, shelf) = (self.commands.clone(), self.shelf.clone());
         let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        let acked = acked_id(msg, cumulative);
         let redelivery_count = msg.0.redelivery_count;
         Some(crate::transaction::EndHook(Box::new(move |committed| {
             let command = match committed {
                 true => task::Command::Ack {
                     topic,
-                    id,
+                    id: acked,
                     batch_size,
                     cumulative,
                     reply: None,
@@ -837,6 +839,13 @@ impl Consumer {
             other => other,
         }
     }
+}
+
+/// The id an ack of `msg` names: for a cumulative ack, where the message
+/// ends (a chunked message's last chunk, which the messages stored between
+/// its chunks come before); otherwise the id the consumer keeps it by.
+fn acked_id(msg: &Message, cumulative: bool) -> MessageId {
+    if cumulative { msg.position() } else { msg.0.id }
 }
 
 impl Stream for Consumer {

@@ -292,6 +292,17 @@ impl Transaction {
         Ok(op)
     }
 
+    /// An ack that leaves nothing to send now joins the transaction by
+    /// `on_end` alone, which runs when the transaction ends.
+    pub(crate) fn ack_later(&self, on_end: Option<EndHook>) -> Result<(), TransactionError> {
+        let op = self.start_op("ACK")?;
+        if let Some(hook) = on_end {
+            self.hooks().push(hook);
+        }
+        op.finish(true);
+        Ok(())
+    }
+
     fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<EndHook>> {
         self.inner
             .on_end

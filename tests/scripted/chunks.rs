@@ -118,7 +118,7 @@ fn exclusive(b: ConsumerBuilder) -> ConsumerBuilder {
 }
 
 /// A message of one entry, `body`, at entry `at`.
-fn plain(consumer: u64, at: u64, body: &'static str) -> Frame {
+pub(super) fn plain(consumer: u64, at: u64, body: &'static str) -> Frame {
     entry(
         consumer,
         at,
@@ -157,7 +157,7 @@ async fn a_cumulative_ack_of_a_message_between_the_chunks_leaves_the_chunked_mes
 
 /// The entry the next cumulative ACK names, past FLOWs and individual
 /// ACKs (of copies of acked messages, which name their own entry only).
-async fn next_cumulative(broker: &mut FakeBroker) -> u64 {
+pub(super) async fn next_cumulative(broker: &mut FakeBroker) -> u64 {
     loop {
         let frame = broker.recv().await.expect("the client's frames");
         if let Some(ack) = frame.command.ack {

@@ -29,5 +29,6 @@ mod redrive;
 mod service_hosts;
 #[cfg(feature = "tls")]
 mod tls_downgrade;
+mod transaction_chunks;
 mod transactions;
 mod unreadable;

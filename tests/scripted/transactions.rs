@@ -17,12 +17,12 @@ use crate::common::fake_broker::{
 use crate::common::{guard, init_tracing};
 use crate::consume::reconnect::answer_lookup_here;
 
-const SERVICE: &str = "svc:6650";
+pub(super) const SERVICE: &str = "svc:6650";
 const ASSIGN: &str = "persistent://pulsar/system/transaction_coordinator_assign";
 
 /// A client with transactions on, over `pulsar://svc:6650`, with the
 /// broker's end of its first connection.
-async fn client(net: &FakeNetwork, svc: &mut FakeListener) -> (Client, FakeBroker) {
+pub(super) async fn client(net: &FakeNetwork, svc: &mut FakeListener) -> (Client, FakeBroker) {
     client_timing_out_after(net, svc, Duration::from_secs(10)).await
 }
 
@@ -58,7 +58,7 @@ async fn answer_lookup(broker: &mut FakeBroker) {
 /// Answers what a first `begin()` asks (the assign topic's partitions,
 /// coordinator 0's lookup and TC_CLIENT_CONNECT, the NEW_TXN): the
 /// transaction (0, 9).
-async fn begin_txn_0_9(broker: &mut FakeBroker) {
+pub(super) async fn begin_txn_0_9(broker: &mut FakeBroker) {
     let metadata = broker.expect(Type::PartitionedMetadata).await;
     broker
         .send(answer::partitions(request_id(&metadata), 1))
@@ -252,7 +252,7 @@ async fn an_operation_timeout_of_duration_max_begins_and_commits() {
 
 /// Answers a LOOKUP (the next frame) and the SUBSCRIBE and FLOW after it;
 /// returns the consumer id.
-async fn subscription(broker: &mut FakeBroker) -> u64 {
+pub(super) async fn subscription(broker: &mut FakeBroker) -> u64 {
     let lookup = broker.expect(Type::Lookup).await;
     answer_lookup_here(broker, &lookup).await;
     subscribed(broker).await

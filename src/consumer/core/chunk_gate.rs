@@ -45,6 +45,12 @@ fn entry_of(id: MessageId) -> (u64, u64) {
     (id.ledger_id, id.entry_id)
 }
 
+/// The entry before `first`, if its ledger has one.
+fn before(first: MessageId) -> Option<MessageId> {
+    let entry = first.entry_id.checked_sub(1)?;
+    Some(MessageId::new(first.ledger_id, entry).with_partition(first.partition))
+}
+
 impl ChunkGate {
     /// The ACK to send for a cumulative ack up to `ack.0`, `queued` being
     /// the first chunk of the earliest chunked message queued: the ack
@@ -62,20 +68,37 @@ impl ChunkGate {
             Some(held) if held.0 > ack.0 => held,
             _ => ack,
         };
-        let first = [self.assembling, self.arriving, queued]
-            .into_iter()
-            .flatten()
-            .min_by_key(|id| entry_of(*id));
-        match first {
-            Some(first) if entry_of(ack.0) >= entry_of(first) => {
+        match self.in_the_way(ack.0, queued) {
+            Some(first) => {
                 self.held_back = Some(ack);
-                let entry = first.entry_id.checked_sub(1)?;
-                let short = MessageId::new(first.ledger_id, entry).with_partition(first.partition);
+                let short = before(first)?;
                 self.short = Some(short);
                 Some((short, None))
             }
-            _ => Some(ack),
+            None => Some(ack),
         }
+    }
+
+    /// How far a cumulative ACK up to `upto` may reach on the wire now,
+    /// holding nothing back: `upto` itself, or the entry before the first
+    /// chunk in its way (`None` when that chunk starts its ledger). For an
+    /// ack that cannot wait, a transaction's: what it leaves goes later,
+    /// through [`admit`](Self::admit).
+    pub(crate) fn reach(&self, upto: MessageId, queued: Option<MessageId>) -> Option<MessageId> {
+        match self.in_the_way(upto, queued) {
+            Some(first) => before(first),
+            None => Some(upto),
+        }
+    }
+
+    /// The first chunk, at or before `upto`, of the earliest chunked
+    /// message not handed out yet.
+    fn in_the_way(&self, upto: MessageId, queued: Option<MessageId>) -> Option<MessageId> {
+        [self.assembling, self.arriving, queued]
+            .into_iter()
+            .flatten()
+            .min_by_key(|id| entry_of(*id))
+            .filter(|first| entry_of(upto) >= entry_of(*first))
     }
 
     /// The held-back ack, if nothing stands in its way any more, or a
@@ -192,6 +215,18 @@ mod tests {
         gate.chunks_taken(None, Some(at(4)));
         gate.arrived(at(4));
         assert_eq!(gate.release(None), Some((at(5), None)));
+    }
+
+    #[test]
+    fn the_reach_of_an_ack_that_cannot_wait_stops_short_and_holds_nothing() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.reach(at(3), None), Some(at(3)));
+        assert_eq!(gate.reach(at(5), None), Some(at(3)));
+        assert_eq!(gate.reach(at(9), Some(at(2))), Some(at(1)), "queued");
+        assert!(!gate.holds());
+        gate.chunks_taken(Some(MessageId::new(2, 0)), None);
+        assert_eq!(gate.reach(MessageId::new(2, 3), None), None);
     }
 
     #[test]

@@ -486,6 +486,14 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         false
     }
 
+    /// How far a cumulative ACK up to `upto` may reach on the wire now, for
+    /// one that cannot be held back (a transaction's): `upto` itself, or
+    /// short of a chunked message not handed out yet (`None`: nothing may
+    /// go). See [`chunk_gate`].
+    pub(crate) fn cumulative_reach(&self, upto: MessageId) -> Option<MessageId> {
+        self.chunk_gate.reach(upto, self.queue.earliest_chunked())
+    }
+
     /// Sends the cumulative ack the chunk gate held back, if it may go now.
     fn release_cumulative(&mut self) {
         if !self.chunk_gate.holds() {

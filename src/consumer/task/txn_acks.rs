@@ -87,6 +87,22 @@ impl Driver {
             let _ = reply.send(Err(self.lost_error(index)));
             return;
         }
+        let mut ack = ack;
+        if ack.cumulative {
+            // Never past the first chunk of a chunked message not handed
+            // out yet (core/chunk_gate.rs): what the ACK leaves goes once
+            // the transaction commits, as a plain cumulative ack held back.
+            let reach = self.shelf.lock().slots[index].core.cumulative_reach(ack.id);
+            match reach {
+                None => {
+                    let joined = ack.txn.ack_later(ack.on_end);
+                    let _ = reply.send(joined.map_err(Into::into));
+                    return;
+                }
+                Some(short) if short != ack.id => (ack.id, ack.batch_size) = (short, None),
+                Some(_) => {}
+            }
+        }
         let sub = &self.subs[index];
         let (conn, consumer, name) = (sub.conn.clone(), sub.id, sub.name.to_string());
         let subscription = self.settings.options.subscription.clone();

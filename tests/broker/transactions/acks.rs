@@ -222,3 +222,61 @@ async fn acks_of_a_committed_transaction_are_applied_on_every_partition() {
         );
     }
 }
+
+// A chunked message acked cumulatively in a transaction: an abort brings
+// it back whole, a commit leaves none of its chunks in the backlog.
+#[tokio::test]
+async fn a_chunked_message_acked_cumulatively_in_a_transaction_comes_back_on_abort_and_goes_on_commit()
+ {
+    let Some(broker) = TxnBroker::get() else {
+        return;
+    };
+    let client = broker.client().await;
+    let topic = unique_topic("txn-ack-chunks");
+    let mut consumer = client
+        .consumer(&topic, "sub")
+        .subscription_type(SubscriptionType::Exclusive)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .expect("subscribe");
+    let producer = client
+        .producer(&topic)
+        .batching(false)
+        .chunking(true)
+        .chunk_size(1024)
+        .create()
+        .await
+        .expect("producer");
+    let payload = vec![7_u8; 5000];
+    let receipt = producer.send(payload.clone()).await.expect("queue");
+    let stored = receipt.await.expect("stored");
+    assert!(stored.first_chunk().is_some(), "sent in chunks");
+    let msg = guard("receive", consumer.receive()).await.expect("receive");
+    assert_eq!(&msg.payload()[..], &payload[..]);
+    let aborted = client.transaction().begin().await.expect("begin");
+    consumer
+        .ack_cumulative_in(&aborted, &msg)
+        .await
+        .expect("ack in txn");
+    aborted.abort().await.expect("abort");
+    let msg = guard("after the abort", consumer.receive())
+        .await
+        .expect("receive");
+    assert_eq!(
+        (&msg.payload()[..], msg.id()),
+        (&payload[..], stored),
+        "whole again"
+    );
+    let txn = client.transaction().begin().await.expect("begin");
+    consumer
+        .ack_cumulative_in(&txn, &msg)
+        .await
+        .expect("ack in txn");
+    txn.commit().await.expect("commit");
+    assert_eq!(
+        admin::subscription_backlog(&broker.admin_url, &topic, "sub").await,
+        0,
+        "every chunk acked"
+    );
+}
