@@ -199,9 +199,17 @@ impl Model {
     }
 
     /// Moves `subscription` of `topic` back to its first entry, as an
-    /// administrator's cursor reset does; like Apache Pulsar, the broker
-    /// closes the subscription's consumers, which subscribe again.
+    /// administrator's cursor reset does. Like Apache Pulsar, the broker
+    /// first closes the subscription's consumers, which subscribe again,
+    /// then moves the cursor: no consumer is sent a message from the new
+    /// position before it learns that its subscription was closed (what a
+    /// consumer closed last is sent meanwhile, as the others leave, is
+    /// from the old position).
     pub(crate) fn reset_cursor(&mut self, now: Instant, topic: &str, subscription: &str) {
+        if self.sub_mut(topic, subscription).is_none() {
+            return;
+        }
+        self.close_consumers(now, topic, Some(subscription));
         let Some(sub) = self.sub_mut(topic, subscription) else {
             return;
         };
@@ -211,7 +219,6 @@ impl Model {
             from: 0,
         };
         self.event(now, topic, moved);
-        self.close_consumers(now, topic, Some(subscription));
     }
 
     /// The messages stored in `topic`.
