@@ -326,3 +326,30 @@ async fn with_batch_index_ack_an_ack_sent_again_after_a_reset_acks_its_member_al
     })
     .await;
 }
+
+// The broker answers the ACKs and then closes the consumer (a reset-cursor
+// right after them): the answers are on the wire before the close, so the
+// acks are confirmed however the consumer's task orders the two, and the
+// copies after the reset are handed out. Each round is a fresh chance for
+// the close to be taken first.
+#[tokio::test(start_paused = true)]
+async fn acks_answered_just_before_the_close_count_as_confirmed() {
+    let net = FakeNetwork::new();
+    guard("reset right after the answers", async {
+        let (mut consumer, mut broker, mut id) = subscribed(&net, SubscriptionType::Shared).await;
+        for round in 0..10 {
+            let first = round * 10 + 1;
+            send(&mut broker, id, first..=first + 2, "first").await;
+            for _ in 0..3 {
+                let msg = consumer.receive().await.expect("receive");
+                consumer.ack(&msg).await.expect("ack");
+            }
+            let entries: Vec<u64> = (first..=first + 2).collect();
+            assert_eq!(acks(&mut broker, 3, true).await, entries);
+            id = closed_and_subscribed_again(&mut broker, id).await;
+            send(&mut broker, id, first..=first + 2, "again").await;
+            assert_eq!(received(&mut consumer, 3).await, entries, "round {round}");
+        }
+    })
+    .await;
+}

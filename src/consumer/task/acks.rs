@@ -25,6 +25,10 @@
 
 use std::collections::HashMap;
 
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+
 use super::*;
 use crate::connection::ConnectionError;
 use crate::proto::MessageIdData;
@@ -69,6 +73,40 @@ impl Flight {
 
 /// The outcome of one flight: sub key, token, result.
 pub(super) type Landed = (SubKey, u64, Result<(), ConnectionError>);
+
+/// The flights waiting for their answers, polled by the driver alone
+/// (through `&mut`). The mutex is never locked: it only makes the set
+/// `Sync`, as the driver is shared by reference across awaits.
+#[derive(Default)]
+pub(super) struct Flights(std::sync::Mutex<FuturesUnordered<BoxFuture<'static, Landed>>>);
+
+impl std::fmt::Debug for Flights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flights").finish_non_exhaustive()
+    }
+}
+
+impl Flights {
+    fn set(&mut self) -> &mut FuturesUnordered<BoxFuture<'static, Landed>> {
+        self.0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&mut self, flight: impl Future<Output = Landed> + Send + 'static) {
+        self.set().push(Box::pin(flight));
+    }
+
+    /// Whether no flight waits.
+    pub(super) fn is_empty(&mut self) -> bool {
+        self.set().is_empty()
+    }
+
+    /// The next flight answered; `None` at once when none waits.
+    pub(super) async fn next(&mut self) -> Option<Landed> {
+        self.set().next().await
+    }
+}
 
 /// One sub's acks that someone waits for.
 #[derive(Debug, Default)]
@@ -141,8 +179,7 @@ impl Driver {
         self.ack_tokens += 1;
         let (conn, id, acks, key) = (sub.conn.clone(), sub.id, flight.acks.clone(), sub.key);
         sub.acks.in_flight.insert(token, flight);
-        let landed = self.acks_landed.sender();
-        tokio::spawn(async move {
+        self.ack_flights.push(async move {
             let mut result = Ok(());
             // Each ACK frame names at most a frame's worth of ids.
             let frames = acks.into_iter().flat_map(|ack| {
@@ -160,7 +197,7 @@ impl Driver {
                     break;
                 }
             }
-            let _ = landed.send(Box::new((key, token, result)));
+            (key, token, result)
         });
     }
 
@@ -181,8 +218,8 @@ impl Driver {
             ..Flight::default()
         };
         sub.acks.in_flight.insert(token, flight);
-        let (key, landed) = (sub.key, self.acks_landed.sender());
-        tokio::spawn(async move {
+        let key = sub.key;
+        self.ack_flights.push(async move {
             let mut result = Ok(());
             for answer in answers {
                 if let Err(e) = answer.await {
@@ -190,8 +227,19 @@ impl Driver {
                     break;
                 }
             }
-            let _ = landed.send(Box::new((key, token, result)));
+            (key, token, result)
         });
+    }
+
+    /// Takes the outcomes of the flights already answered. The connection
+    /// routes an answer before the CLOSE_CONSUMER (or the loss) that
+    /// follows it on the wire, so at a reconnect this confirms every ack
+    /// the broker answered before it: their copies after a rewind made
+    /// elsewhere are handed out, not dropped as possibly lost.
+    pub(super) fn take_answered_acks(&mut self) {
+        while let Some(Some(landed)) = self.ack_flights.next().now_or_never() {
+            self.ack_landed(landed);
+        }
     }
 
     /// A flight's outcome: its replies are answered, or it goes out again
@@ -253,8 +301,8 @@ impl Driver {
         let deadline = tokio::time::Instant::from_std(clock::after(clock::now(), after));
         let waiting = |s: &Sub| s.acks.in_flight.values().any(|f| !f.confirms_only());
         while self.subs.iter().any(waiting) {
-            match tokio::time::timeout_at(deadline, self.acks_landed.recv()).await {
-                Ok(Some(landed)) => self.ack_landed(*landed),
+            match tokio::time::timeout_at(deadline, self.ack_flights.next()).await {
+                Ok(Some(landed)) => self.ack_landed(landed),
                 Ok(None) | Err(_) => return,
             }
         }

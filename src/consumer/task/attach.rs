@@ -166,7 +166,7 @@ impl Driver {
             activity,
             resubscribes: Resubscribes::default(),
             ack_tokens: 0,
-            acks_landed: LazyChannel::default(),
+            ack_flights: acks::Flights::default(),
             lost_reports: VecDeque::new(),
             discovery,
             topics: names,

@@ -114,11 +114,11 @@ pub(crate) struct Driver {
     pub(super) activity: watch::Sender<Activity>,
     /// Subscribe attempts after a lost subscription (see resubscribe.rs).
     pub(super) resubscribes: resubscribe::Resubscribes,
-    /// ACK requests (with receipts): the next flight's token, and where
-    /// their outcomes come back (made at the first; boxed: the channel
-    /// holds room for 32 from the start).
+    /// ACK requests: the next flight's token, and the flights waiting for
+    /// their answers, polled here (not spawned) so a reconnect can take
+    /// the answers that came before it (see acks.rs).
     pub(super) ack_tokens: u64,
-    pub(super) acks_landed: LazyChannel<Box<acks::Landed>>,
+    pub(super) ack_flights: acks::Flights,
     /// Partitions given up for good while others go on, and unreadable
     /// messages a batch ended before: each is reported once, to the next
     /// receiver.
@@ -240,7 +240,9 @@ impl Driver {
                 Some(forwarded) = self.settings.forwards.done.recv() => {
                     self.on_forwarded(forwarded).await;
                 }
-                Some(landed) = self.acks_landed.recv() => self.ack_landed(*landed),
+                Some(landed) = self.ack_flights.next(), if !self.ack_flights.is_empty() => {
+                    self.ack_landed(landed);
+                }
                 () = self.shelf.work.notified() => self.run_touched().await,
                 outcome = self.resubscribes.next() => Box::pin(self.resubscribed(outcome)).await,
                 signal = self.discovery.next() => Box::pin(self.on_discovery(signal)).await,

@@ -126,6 +126,8 @@ impl Driver {
     /// subscribe attempt starts in the background, at `hint`'s broker if
     /// the broker named one.
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
+        // Answers that came before the loss confirm their acks first.
+        self.take_answered_acks();
         let sub = &mut self.subs[index];
         let durable = self.settings.options.durable;
         {
