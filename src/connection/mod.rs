@@ -229,6 +229,37 @@ impl Connection {
         Ok(async move { answer.await.unwrap_or_else(|_| Err(conn.final_error())) })
     }
 
+    /// Queues a request as [`send_request`](Self::send_request) does, but
+    /// when this is called (at once if the control lane has room, else
+    /// once it has), and returns the future of its answer, which needs no
+    /// borrow of the connection.
+    pub(crate) fn queue_request(
+        &self,
+        op: &'static str,
+        build: impl FnOnce(RequestId) -> BaseCommand,
+    ) -> impl Future<Output = Result<Response, ConnectionError>> + Send + 'static {
+        let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Request {
+            id,
+            op,
+            command: build(id),
+            reply,
+        };
+        let waiting = match self.inner.control.try_send(command) {
+            Ok(()) => Ok(None),
+            Err(mpsc::error::TrySendError::Full(command)) => Ok(Some(command)),
+            Err(mpsc::error::TrySendError::Closed(command)) => Err(self.fail(command)),
+        };
+        let conn = self.clone();
+        async move {
+            if let Some(command) = waiting? {
+                conn.send_when_room(command).await?;
+            }
+            answer.await.unwrap_or_else(|_| Err(conn.final_error()))
+        }
+    }
+
     /// Queues a command that gets no answer (ack, flow, redeliver) on the
     /// control lane, ahead of any queued SEND frames. It is queued when
     /// this is called if the lane has room; the future waits for room

@@ -177,22 +177,29 @@ impl Driver {
         let sub = &mut self.subs[index];
         let token = self.ack_tokens;
         self.ack_tokens += 1;
-        let (conn, id, acks, key) = (sub.conn.clone(), sub.id, flight.acks.clone(), sub.key);
+        let (conn, id, acks, key) = (&sub.conn, sub.id, flight.acks.clone(), sub.key);
         sub.acks.in_flight.insert(token, flight);
-        self.ack_flights.push(async move {
-            let mut result = Ok(());
-            // Each ACK frame names at most a frame's worth of ids.
-            let frames = acks.into_iter().flat_map(|ack| {
+        // Queued now, in order with what the driver sends next (each ACK
+        // frame names at most a frame's worth of ids); only the answers
+        // are awaited in the set.
+        let answers: Vec<_> = acks
+            .into_iter()
+            .flat_map(|ack| {
                 let kind = ack.kind;
                 commands::split_ids(ack.ids)
                     .into_iter()
                     .map(move |ids| (ids, kind))
-            });
-            for (ids, kind) in frames {
-                let answer = conn
-                    .request("ACK", |request| commands::ack(id, ids, kind, Some(request)))
-                    .await;
-                if let Err(e) = answer {
+            })
+            .map(|(ids, kind)| {
+                conn.queue_request("ACK", move |request| {
+                    commands::ack(id, ids, kind, Some(request))
+                })
+            })
+            .collect();
+        self.ack_flights.push(async move {
+            let mut result = Ok(());
+            for answer in answers {
+                if let Err(e) = answer.await {
                     result = Err(e);
                     break;
                 }
