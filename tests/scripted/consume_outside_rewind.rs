@@ -353,3 +353,51 @@ async fn acks_answered_just_before_the_close_count_as_confirmed() {
     })
     .await;
 }
+
+// With batch index ack, the ack of a batch's last member names that member
+// alone, as the others did: the broker acks the entry once its members are
+// all acked there. An ACK of the whole entry, sent again after a reset
+// that came before its answer, would ack on the broker the members the
+// reset brought back.
+#[tokio::test(start_paused = true)]
+async fn the_ack_of_a_batchs_last_member_names_that_member_alone() {
+    let net = FakeNetwork::new();
+    guard("last member of a batch, batch index ack", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .batch_index_ack(true)
+        })
+        .await;
+        broker
+            .send_frame(super::seek::batch_message(id, 1, 2))
+            .await;
+        let first = consumer.receive().await.expect("m0");
+        let last = consumer.receive().await.expect("m1");
+        consumer.ack(&first).await.expect("ack m0");
+        let frame = broker.expect(Type::Ack).await;
+        let ack = frame.command.ack.expect("body");
+        assert_eq!(ack.message_id[0].ack_set, [0b10], "member 0 alone");
+        let request = ack.request_id.expect("a request");
+        broker.send(answer::ack_response(id, request)).await;
+        consumer.ack(&last).await.expect("ack m1");
+        let frame = broker.expect(Type::Ack).await;
+        let ack = frame.command.ack.expect("body");
+        assert_eq!(ack.message_id[0].ack_set, [0b01], "member 1 alone");
+        // Unanswered: a reset closes the consumer first. Its copy of the
+        // batch hands member 0 out again (its ack was confirmed) and acks
+        // member 1 again, alone (its ack may have been lost).
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        broker
+            .send_frame(super::seek::batch_message(again, 1, 2))
+            .await;
+        let m = consumer.receive().await.expect("m0 again");
+        assert_eq!(m.id().batch_index, 0);
+        let frame = broker.expect(Type::Ack).await;
+        let ack = frame.command.ack.expect("body");
+        assert_eq!(
+            (ack.consumer_id, ack.message_id[0].ack_set.clone()),
+            (again, vec![0b01])
+        );
+    })
+    .await;
+}

@@ -86,7 +86,7 @@ async fn after_a_seek_nothing_queued_before_it_is_handed_out() {
 }
 
 /// A MESSAGE with a batch of `n` members `m0..`.
-fn batch_message(consumer: u64, entry: u64, n: i32) -> Frame {
+pub(super) fn batch_message(consumer: u64, entry: u64, n: i32) -> Frame {
     let mut data = BytesMut::new();
     for i in 0..n {
         let text = format!("m{i}");
@@ -229,4 +229,51 @@ async fn resubscribe(broker: &mut FakeBroker) -> u64 {
     broker.send(answer::success(body.request_id)).await;
     broker.expect(Type::Flow).await;
     body.consumer_id
+}
+
+// A seek to the earliest message brings back every member of a batch,
+// those acked before it too (with batch index ack each member's ACK went
+// out alone): the broker forgot them with the seek, and so must the
+// consumer.
+#[tokio::test(start_paused = true)]
+async fn a_seek_to_the_earliest_brings_back_batch_members_acked_before_it() {
+    let net = FakeNetwork::new();
+    guard("seek back over acked members", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Exclusive)
+                .batch_index_ack(true)
+        })
+        .await;
+        broker.send_frame(batch_message(id, 4, 4)).await;
+        for _ in 0..2 {
+            let m = consumer.receive().await.expect("receive");
+            consumer.ack(&m).await.expect("ack");
+        }
+        // Members 0 and 1 acked on the broker: 2 and 3 left in the ack_set.
+        loop {
+            let ack = broker.expect(Type::Ack).await;
+            let body = ack.command.ack.as_ref().expect("body");
+            let request = body.request_id.expect("a request");
+            broker.send(answer::ack_response(id, request)).await;
+            if body.message_id.last().map(|m| m.ack_set.clone()) == Some(vec![0b1100]) {
+                break;
+            }
+        }
+        let asked = async {
+            let seek = broker.expect(Type::Seek).await;
+            let body = seek.command.seek.as_ref().expect("body");
+            broker.send(answer::success(body.request_id)).await;
+        };
+        let (done, ()) = tokio::join!(consumer.seek(MessageId::EARLIEST), asked);
+        done.expect("seek");
+        let (again, _) = subscribed_again(&mut broker, id).await;
+        broker.send_frame(batch_message(again, 4, 4)).await;
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let m = consumer.receive().await.expect("receive");
+            got.push(String::from_utf8_lossy(m.payload()).into_owned());
+        }
+        assert_eq!(got, ["m0", "m1", "m2", "m3"]);
+    })
+    .await;
 }

@@ -149,13 +149,18 @@ impl<M> Actions<M> {
         if let Some(Action::Ack {
             ids,
             cumulative: false,
-            ack_set: Some(set),
+            ack_set: pending @ Some(_),
         }) = self.queue.back_mut()
         {
-            if ids[..] == [entry] && set.len() == ack_set.len() {
+            let set = pending.as_mut().filter(|set| set.len() == ack_set.len());
+            if let (true, Some(set)) = (ids[..] == [entry], set) {
                 // Both acks in one: a member is unacked if unacked in both.
                 for (word, other) in set.iter_mut().zip(&ack_set) {
                     *word &= other;
+                }
+                if set.iter().all(|word| *word == 0) {
+                    // Every member acked by the acks of this one pass.
+                    *pending = None;
                 }
                 return;
             }

@@ -239,7 +239,14 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Queues what acking a batch member led to.
     pub(super) fn member_acked(&mut self, outcome: MemberAck) -> Acked {
         match outcome {
-            MemberAck::Entry(entry, asked_again) => {
+            MemberAck::Last(entry, false, alone) if self.config.batch_index_ack_enabled => {
+                // Each member's ack is remembered on its own, confirmed
+                // or not by its own ACK: one id for the entry would drop
+                // the members of a rewind's copy whose acks the broker
+                // confirmed, with the last member's.
+                self.actions.ack_members(entry, alone);
+            }
+            MemberAck::Entry(entry, asked_again) | MemberAck::Last(entry, asked_again, _) => {
                 // One id for the whole batch: copies of every member are
                 // dropped, however large the batch. A copy asked for by a
                 // nack or a timeout may still be on its way: settled now,
@@ -249,7 +256,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
                 } else {
                     self.acked.acked_held(entry);
                 }
-                self.actions.ack(entry);
+                match outcome {
+                    MemberAck::Last(_, _, alone) if self.config.batch_index_ack_enabled => {
+                        self.actions.ack_members(entry, alone);
+                    }
+                    _ => self.actions.ack(entry),
+                }
             }
             MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
                 self.actions.ack_members(entry, set);

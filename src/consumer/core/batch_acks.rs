@@ -98,6 +98,12 @@ pub(crate) enum MemberAck {
     /// says whether a member was asked for again: copies of the entry may
     /// still come, and must be dropped.
     Entry(MessageId, bool),
+    /// A member's own ack completed the entry: as `Entry`, and the set
+    /// names that member alone. With batch index ack the ACK carries it,
+    /// as the other members' did: the broker acks the entry once each
+    /// member is acked there, and an ACK sent again after a rewind made
+    /// elsewhere acks that member and no other.
+    Last(MessageId, bool, Vec<i64>),
     /// Members remain: with batch index ack, ack the entry with this set.
     Partial(MessageId, Vec<i64>),
     /// No state for this entry (a cumulative ack covered it already).
@@ -198,14 +204,13 @@ impl BatchAcks {
         entries: &mut HashMap<MessageId, Entry, IdBuildHasher>,
         id: MessageId,
     ) -> MemberAck {
+        let alone = entries
+            .get(&id.entry())
+            .map(|e| e.ack_set_of(id.batch_index as u32))
+            .unwrap_or_default();
         match Self::outcome(entries, id.entry()) {
-            MemberAck::Partial(key, _) => {
-                let set = entries
-                    .get(&key)
-                    .map(|e| e.ack_set_of(id.batch_index as u32))
-                    .unwrap_or_default();
-                MemberAck::Partial(key, set)
-            }
+            MemberAck::Partial(key, _) => MemberAck::Partial(key, alone),
+            MemberAck::Entry(key, asked_again) => MemberAck::Last(key, asked_again, alone),
             other => other,
         }
     }
@@ -275,7 +280,7 @@ impl BatchAcks {
             }
         }
         match Self::outcome(&mut self.entries, key) {
-            MemberAck::Entry(entry, _) => Some((entry, None)),
+            MemberAck::Entry(entry, _) | MemberAck::Last(entry, ..) => Some((entry, None)),
             MemberAck::Partial(entry, set) if batch_index_ack => Some((entry, Some(set))),
             MemberAck::Partial(..) | MemberAck::Untracked => {
                 let entry_id = upto.entry_id.checked_sub(1)?;

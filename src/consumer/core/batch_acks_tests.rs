@@ -24,7 +24,8 @@ fn the_entry_is_acked_when_the_last_member_is() {
     );
     assert_eq!(
         acks.ack(member(1, 2), false),
-        MemberAck::Entry(MessageId::new(2, 1), false)
+        MemberAck::Last(MessageId::new(2, 1), false, vec![0b011]),
+        "the entry is done, and the set names the last member alone"
     );
     assert_eq!(acks.len(), 0, "state dropped once fully acked");
 }
@@ -81,7 +82,7 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
     acks.arrive(member(1, 1), 2, false);
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Entry(MessageId::new(2, 1), false)
+        MemberAck::Last(MessageId::new(2, 1), false, vec![0b01])
     );
 }
 
@@ -96,7 +97,7 @@ fn forwards_hold_state_until_their_result() {
     acks.arrive(member(1, 0), 1, true);
     assert_eq!(
         acks.ack(member(1, 0), true),
-        MemberAck::Entry(MessageId::new(2, 1), false)
+        MemberAck::Last(MessageId::new(2, 1), false, vec![0])
     );
 }
 
@@ -144,7 +145,7 @@ fn skipped_members_count_as_acked() {
     );
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Entry(MessageId::new(2, 1), false),
+        MemberAck::Last(MessageId::new(2, 1), false, vec![0b101]),
         "the delivered member completes the entry"
     );
     assert_eq!(acks.len(), 0);
