@@ -144,12 +144,24 @@ impl Model {
         }
     }
 
-    /// Closes every connection (clients reconnect).
+    /// Closes every connection (clients reconnect). As in a broker
+    /// restart they all go at once: no consumer is sent, on its way out,
+    /// what another connection's consumers held.
     pub(crate) fn disconnect_all(&mut self, now: Instant) {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        for conn in conns {
-            self.out.push(Out::Close(conn));
-            self.on_disconnect(now, conn);
+        let conns: Vec<_> = std::mem::take(&mut self.conns).into_iter().collect();
+        self.held.clear();
+        for (conn, _) in &conns {
+            self.out.push(Out::Close(*conn));
+        }
+        let mut topics = std::collections::BTreeSet::new();
+        for (conn, state) in conns {
+            for (id, (topic, sub)) in state.consumers {
+                self.leave(conn, id, &topic, &sub);
+                topics.insert(topic);
+            }
+        }
+        for topic in topics {
+            self.dispatch_topic(now, &topic);
         }
     }
 
@@ -548,6 +560,13 @@ impl Model {
     }
 
     fn detach(&mut self, now: Instant, conn: ConnId, id: u64, topic: &str, sub: &str) {
+        self.leave(conn, id, topic, sub);
+        self.dispatch_topic(now, topic);
+    }
+
+    /// Consumer `id` of `conn` leaves `sub` of `topic`; what it held is
+    /// dispatched anew by the caller.
+    fn leave(&mut self, conn: ConnId, id: u64, topic: &str, sub: &str) {
         let Some(t) = self.topics.get_mut(topic) else {
             return;
         };
@@ -569,7 +588,6 @@ impl Model {
                 self.reply(c, replies::active_consumer_change(i, true));
             }
         }
-        self.dispatch_topic(now, topic);
     }
 
     fn on_ack(&mut self, now: Instant, conn: ConnId, frame: &Frame) {
@@ -725,9 +743,16 @@ impl Model {
                     .map_or(t.entries.len() as u64, |p| p as u64),
                 (None, None) => 0,
             };
-            let moved = t.subscriptions.get_mut(&sub).map(|s| {
-                s.reset(start);
+            // Like Apache Pulsar, the broker closes the subscription's
+            // consumers (the seeking one too) before it moves the cursor,
+            // so none is sent a message from the new position on its old
+            // session; a non-durable subscription outlives them.
+            if let Some(s) = t.subscriptions.get_mut(&sub) {
                 s.kept_for_seek = !s.durable;
+            }
+            self.close_consumers(now, &topic, Some(&sub));
+            let moved = self.sub_mut(&topic, &sub).map(|s| {
+                s.reset(start);
                 EventKind::CursorMoved {
                     subscription: sub.clone(),
                     from: start,
