@@ -68,6 +68,15 @@ struct AckedOk {
     handed_since: bool,
 }
 
+/// When an ack of the application began.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AckBegan {
+    /// The rewind epoch then.
+    pub(crate) epoch: u64,
+    /// How many events the broker had recorded then.
+    pub(crate) events: usize,
+}
+
 /// A message a cursor reset brought back, not yet handed out again.
 #[derive(Debug, Clone)]
 pub(crate) struct OwedCopy {
@@ -125,6 +134,18 @@ pub(crate) struct Journal {
     /// Names the application called `ack` (or `ack_cumulative`) for,
     /// whatever the answer.
     pub(crate) attempted: HashSet<String>,
+    /// Per name, the rewind epoch of the application's last hand-out of
+    /// it.
+    pub(crate) handed_epoch: HashMap<String, u64>,
+    /// Per name, when the application's last individual ack of it began
+    /// (whatever the answer).
+    pub(crate) ack_began: HashMap<String, AckBegan>,
+    /// The application's cumulative acks, whatever the answer: (partition
+    /// topic, up to, when it began).
+    pub(crate) cumulative_acks: Vec<(String, MessageId, AckBegan)>,
+    /// How many events the broker had recorded at each cut of every
+    /// connection (answers on the wire then may be lost).
+    pub(crate) cut_marks: Vec<usize>,
     acked_ok: HashMap<String, AckedOk>,
     /// With receipts: messages acked `Ok` (so applied by the broker)
     /// before a cursor reset and not handed out since. The reset brings
@@ -203,7 +224,8 @@ impl Journal {
 
     /// Whether the broker sent out a copy of the entry of `id` on `topic`
     /// after it learnt of the ack of `id` and while it kept it (a cursor
-    /// moved since forgets it; `None`: it has not learnt of it), and
+    /// moved since forgets the ack and the copies sent before the move;
+    /// `None`: it has not learnt of it), and
     /// before the application received the message (when the broker had
     /// recorded `received` events). With `count`, only copies carrying that
     /// redelivery count (on Shared and Key_Shared each copy carries its
@@ -233,12 +255,14 @@ impl Journal {
                         && index < received
                         && count.is_none_or(|c| c == *redelivery_count) =>
                     {
-                        return Some(true);
+                        knew = Some(true);
                     }
                     EventKind::Acked {
                         subscription,
                         id: entry,
-                    } if subscription == SUBSCRIPTION && same(entry) => knew = Some(false),
+                    } if subscription == SUBSCRIPTION && same(entry) => {
+                        knew = knew.or(Some(false));
+                    }
                     // The move forgets the ack: what comes after it is
                     // the move's to send.
                     EventKind::CursorMoved { subscription, .. }
@@ -255,7 +279,7 @@ impl Journal {
                         && same(entry)
                         && members.contains(&id.batch_index) =>
                     {
-                        knew = Some(false);
+                        knew = knew.or(Some(false));
                     }
                     _ => {}
                 }
@@ -303,6 +327,10 @@ impl Journal {
         }
         if kind == FaultKind::ResetCursor && self.receipts {
             self.owe_acked(at);
+        }
+        if kind == FaultKind::Cut {
+            let mark = self.broker_events();
+            self.cut_marks.push(mark);
         }
         self.faults.push((at, kind));
     }
@@ -381,6 +409,7 @@ impl Journal {
         }
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
+        self.handed_epoch.insert(name.clone(), self.epoch);
         let acked = self.acked_ok.get(&name).cloned();
         if let Some(ack) = self.acked_ok.get_mut(&name) {
             ack.handed_since = true;
@@ -461,8 +490,44 @@ impl Journal {
 
     /// The record an ack starts at, and the epoch then (pass both to
     /// [`acked`](Self::acked)).
-    pub(crate) fn ack_begins(&mut self) -> (u64, u64) {
+    fn ack_begins(&mut self) -> (u64, u64) {
         (self.tick(), self.epoch)
+    }
+
+    /// An ack of the application begins now.
+    fn ack_began(&self) -> AckBegan {
+        AckBegan {
+            epoch: self.epoch,
+            events: self.broker_events(),
+        }
+    }
+
+    /// The application begins an individual ack of `name`.
+    pub(crate) fn ack_attempted(&mut self, name: &str) -> (u64, u64) {
+        self.attempted.insert(name.to_owned());
+        let began = self.ack_began();
+        self.ack_began.insert(name.to_owned(), began);
+        self.ack_begins()
+    }
+
+    /// The application's handler returned `Ack` for `name`.
+    pub(crate) fn handler_acked(&mut self, name: String) {
+        let began = self.ack_began();
+        self.ack_began.insert(name.clone(), began);
+        self.consumed.insert(name);
+    }
+
+    /// The application begins a cumulative ack up to `id` of `topic`.
+    pub(crate) fn cumulative_attempted(&mut self, topic: &str, id: MessageId) -> (u64, u64) {
+        let began = self.ack_began();
+        self.cumulative_acks.push((topic.to_owned(), id, began));
+        self.ack_begins()
+    }
+
+    /// How many events the broker had recorded when each rewind epoch
+    /// after the first began.
+    pub(crate) fn rewind_marks(&self) -> &[usize] {
+        &self.rewind_marks
     }
 
     /// An ack of `name`, handed out at `id` of `topic`, by consumer

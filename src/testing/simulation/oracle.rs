@@ -203,7 +203,7 @@ pub(crate) fn unsettled(stage: &Stage, topics: &[String]) -> Option<String> {
 
 /// The checks at the end of a seed; each failure is a violation.
 pub(crate) fn check(stage: &Stage, topics: &[String]) {
-    let (kept, dead, dead_at, acked_entries) = stage.broker.with_model(|m| {
+    let (kept, dead, dead_at, acked_entries, ack_events) = stage.broker.with_model(|m| {
         let acked: Vec<(String, MessageId)> = m
             .events()
             .iter()
@@ -221,6 +221,7 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
             dead_letter_names(m),
             dead_lettered_at(m),
             acked,
+            ack_events(m, topics),
         )
     });
     let mut journal = stage.journal();
@@ -310,6 +311,8 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
             ));
         }
     }
+
+    rewinds_kept(&journal, &kept, &dead, &ack_events, &mut violations);
 
     // A batch member acked Ok came back: broken only if its consumer had
     // acked the whole entry by then.
@@ -402,5 +405,152 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
     }
     for v in violations {
         journal.violation(v);
+    }
+}
+
+/// An ack the broker applied for the subscription: where in its record,
+/// the partition topic, the entry, and the members it names (`None`: the
+/// whole entry).
+pub(crate) struct AckEvent {
+    index: usize,
+    topic: String,
+    entry: MessageId,
+    members: Option<Vec<i32>>,
+}
+
+/// Every ack the broker applied on the subscription of `topics`, in order.
+fn ack_events(model: &Model, topics: &[String]) -> Vec<AckEvent> {
+    let ours = |e: &crate::testing::Event, subscription: &str| {
+        subscription == SUBSCRIPTION && topics.contains(&e.topic)
+    };
+    model
+        .events()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, e)| match &e.kind {
+            EventKind::Acked { subscription, id } if ours(e, subscription) => Some(AckEvent {
+                index,
+                topic: e.topic.clone(),
+                entry: *id,
+                members: None,
+            }),
+            EventKind::MembersAcked {
+                subscription,
+                id,
+                members,
+            } if ours(e, subscription) => Some(AckEvent {
+                index,
+                topic: e.topic.clone(),
+                entry: *id,
+                members: Some(members.clone()),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A rewind (a seek, a cursor reset) is kept: the broker applies no ack,
+/// after it, of a message the application neither was handed nor acked
+/// since and that is not in the dead-letter topic. The client never acks
+/// on its own what a rewind brought back. Excused: an ack the application
+/// made before the rewind that the broker had not applied by then (in
+/// flight, or a batch member held until its batch is acked), or applied
+/// with a cut between its answer and the rewind (the answer may be lost):
+/// the client cannot tell those from acks lost with a connection, and
+/// sends them again, as documented.
+fn rewinds_kept(
+    journal: &super::journal::Journal,
+    kept: &[Kept],
+    dead: &HashSet<String>,
+    acks: &[AckEvent],
+    violations: &mut Vec<String>,
+) {
+    let marks = journal.rewind_marks();
+    let Some(&first) = marks.first() else {
+        return;
+    };
+    let mut by_entry: HashMap<(&str, u64, u64), Vec<&Kept>> = HashMap::new();
+    for k in kept {
+        for e in &k.entries {
+            by_entry
+                .entry((k.topic.as_str(), k.id.ledger_id, *e))
+                .or_default()
+                .push(k);
+        }
+    }
+    let covers = |ack: &AckEvent, k: &Kept| {
+        ack.members
+            .as_ref()
+            .is_none_or(|m| m.contains(&k.id.batch_index))
+    };
+    // When the application's acks of message `k` began: its individual
+    // ack, and the cumulative acks that cover it.
+    let acks_of = |k: &Kept, name: &str| {
+        let cumulative = journal.cumulative_acks.iter().filter(|(topic, upto, _)| {
+            *topic == k.topic
+                && (k.id.ledger_id, k.id.entry_id, k.id.batch_index)
+                    <= (upto.ledger_id, upto.entry_id, upto.batch_index)
+        });
+        journal
+            .ack_began
+            .get(name)
+            .copied()
+            .into_iter()
+            .chain(cumulative.map(|(_, _, began)| *began))
+            .collect::<Vec<_>>()
+    };
+    // The application's own word, since epoch `e`, for message `k`.
+    let acked_since = |k: &Kept, name: &str, e: u64| {
+        journal.handed_epoch.get(name).is_some_and(|h| *h >= e)
+            || acks_of(k, name).iter().any(|a| a.epoch >= e)
+            || dead.contains(name)
+    };
+    let mut reported = HashSet::new();
+    for ack in acks.iter().filter(|a| a.index >= first) {
+        let epoch = marks.iter().filter(|&&m| m <= ack.index).count() as u64;
+        let mark = marks[epoch as usize - 1];
+        let key = (ack.topic.as_str(), ack.entry.ledger_id, ack.entry.entry_id);
+        for k in by_entry.get(&key).into_iter().flatten() {
+            let Some(name) = k.name.as_deref() else {
+                continue;
+            };
+            if !covers(ack, k) || acked_since(k, name, epoch) || reported.contains(name) {
+                continue;
+            }
+            // The application's last ack of it before the rewind: in
+            // flight across it if the broker applied no ack of it from
+            // then until the rewind, or applied one whose answer a cut
+            // may have lost.
+            let Some(began) = acks_of(k, name)
+                .into_iter()
+                .filter(|a| a.epoch < epoch)
+                .max_by_key(|a| a.events)
+            else {
+                reported.insert(name);
+                violations.push(format!(
+                    "{name} ({} {}) was acked on the broker after the rewind of epoch {epoch} (event {}), and the application never acked it",
+                    k.topic, k.id, ack.index
+                ));
+                continue;
+            };
+            let applied = acks
+                .iter()
+                .filter(|a| began.events <= a.index && a.index < mark)
+                .filter(|a| (a.topic.as_str(), a.entry.ledger_id, a.entry.entry_id) == key)
+                .filter(|a| covers(a, k))
+                .map(|a| a.index)
+                .next_back();
+            let in_flight = match applied {
+                None => true,
+                Some(at) => journal.cut_marks.iter().any(|&c| at < c && c <= mark),
+            };
+            if !in_flight {
+                reported.insert(name);
+                violations.push(format!(
+                    "{name} ({} {}) was acked on the broker after the rewind of epoch {epoch} (event {}), but the application was not handed it since, nor acked it",
+                    k.topic, k.id, ack.index
+                ));
+            }
+        }
     }
 }

@@ -261,9 +261,7 @@ impl Stage {
                     let outcome = handler(msg).await;
                     let mut journal = stage.journal();
                     match outcome {
-                        Outcome::Ack => {
-                            journal.consumed.insert(name);
-                        }
+                        Outcome::Ack => journal.handler_acked(name),
                         Outcome::Retry | Outcome::RetryLater(_) | Outcome::Leave => {
                             journal.asked_again(&name);
                         }
@@ -276,7 +274,7 @@ impl Stage {
                 }
                 Ok(match stage.decide(&name) {
                     Act::Ack => {
-                        stage.journal().consumed.insert(name);
+                        stage.journal().handler_acked(name);
                         Outcome::Ack
                     }
                     Act::Nack => {
@@ -324,8 +322,7 @@ impl Stage {
                 }
             }
             Act::Ack => {
-                let begun = self.journal().ack_begins();
-                self.journal().attempted.insert(name.clone());
+                let begun = self.journal().ack_attempted(&name);
                 if consumer.ack(msg).await.is_ok() {
                     self.journal()
                         .acked(instance, &name, (msg.topic(), msg.id()), begun);
@@ -340,7 +337,7 @@ impl Stage {
     }
 
     async fn ack_cumulative(&self, instance: usize, consumer: &Consumer, msg: &Message) {
-        let begun = self.journal().ack_begins();
+        let begun = self.journal().cumulative_attempted(msg.topic(), msg.id());
         if consumer.ack_cumulative(msg).await.is_ok() {
             self.journal()
                 .acked_cumulative(instance, msg.topic(), msg.id(), begun);
