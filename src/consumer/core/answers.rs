@@ -239,11 +239,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// Queues what acking a batch member led to.
     pub(super) fn member_acked(&mut self, outcome: MemberAck) -> Acked {
         match outcome {
-            MemberAck::Last(entry, false, alone) if self.config.batch_index_ack_enabled => {
+            MemberAck::Last(entry, _, alone) if self.config.batch_index_ack_enabled => {
                 // Each member's ack is remembered on its own, confirmed
                 // or not by its own ACK: one id for the entry would drop
                 // the members of a rewind's copy whose acks the broker
-                // confirmed, with the last member's.
+                // confirmed, with the last member's. (A copy a nack asked
+                // for, still on its way, may then bring acked members
+                // again: a duplicate, never a loss.)
                 self.actions.ack_members(entry, alone);
             }
             MemberAck::Entry(entry, asked_again) | MemberAck::Last(entry, asked_again, _) => {
@@ -256,12 +258,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
                 } else {
                     self.acked.acked_held(entry);
                 }
-                match outcome {
-                    MemberAck::Last(_, _, alone) if self.config.batch_index_ack_enabled => {
-                        self.actions.ack_members(entry, alone);
-                    }
-                    _ => self.actions.ack(entry),
-                }
+                self.actions.ack(entry);
             }
             MemberAck::Partial(entry, set) if self.config.batch_index_ack_enabled => {
                 self.actions.ack_members(entry, set);

@@ -535,3 +535,54 @@ fn a_copy_of_a_batch_asked_for_twice_is_dropped_once_the_batch_is_acked() {
         "a member of an acked batch came out again"
     );
 }
+
+// With batch index ack, each member's ack is kept on its own, the last
+// member's too, also when a member was asked for again: a rewind made
+// elsewhere brings back the members whose acks the broker confirmed, and
+// keeps away only the one whose ack was not answered.
+#[test]
+fn with_batch_index_ack_a_rewind_brings_back_the_members_whose_acks_were_confirmed() {
+    let t0 = crate::clock::now();
+    let config = CoreConfig {
+        batch_index_ack_enabled: true,
+        ..shared()
+    };
+    let mut core = core(config, t0);
+    for i in 0..3 {
+        deliver(&mut core, t0, batch_msg(5, i, 3));
+    }
+    core.ack(t0, member(5, 0));
+    core.nack(t0, member(5, 1), 0);
+    core.ack(t0, member(5, 2));
+    drain(&mut core);
+    core.acks_confirmed(core.ack_mark());
+    // The copy the nack asked for: member 1 alone, acked this time; its
+    // ACK is not answered before the broker closes the consumer (a reset).
+    core.on_message(
+        t0,
+        Incoming {
+            redelivery_count: 1,
+            ..batch_msg(5, 1, 3)
+        },
+    )
+    .unwrap();
+    let again = core.pop_for_application(t0).expect("member 1 again");
+    core.ack(t0, again.id);
+    let last = A::Ack {
+        ids: vec![id(5)],
+        cumulative: false,
+        ack_set: Some(vec![0b101]),
+    };
+    assert_eq!(drain(&mut core), [last], "member 1 alone");
+    core.on_reconnect();
+    drain(&mut core);
+    // The reset's copy: members 0 and 2 come back; 1 is dropped and acked
+    // again, alone.
+    for i in 0..3 {
+        core.on_message(t0, batch_msg(5, i, 3)).unwrap();
+    }
+    let back: Vec<MessageId> = std::iter::from_fn(|| core.pop_for_application(t0))
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(back, [member(5, 0), member(5, 2)]);
+}
