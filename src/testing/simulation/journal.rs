@@ -137,15 +137,19 @@ pub(crate) struct Journal {
     /// Per name, the rewind epoch of the application's last hand-out of
     /// it.
     pub(crate) handed_epoch: HashMap<String, u64>,
-    /// Per name, when the application's last individual ack of it began
+    /// Per name, when each individual ack of it by the application began
     /// (whatever the answer).
-    pub(crate) ack_began: HashMap<String, AckBegan>,
+    pub(crate) ack_began: HashMap<String, Vec<AckBegan>>,
     /// The application's cumulative acks, whatever the answer: (partition
     /// topic, up to, when it began).
     pub(crate) cumulative_acks: Vec<(String, MessageId, AckBegan)>,
     /// How many events the broker had recorded at each cut of every
     /// connection (answers on the wire then may be lost).
     pub(crate) cut_marks: Vec<usize>,
+    /// How many events the broker had recorded at each fault that ends
+    /// consumers' subscriptions (a cut, an unload, closes, a rejoin, a
+    /// rewind): an ACK not applied by then is lost with its consumer.
+    pub(crate) loss_marks: Vec<usize>,
     acked_ok: HashMap<String, AckedOk>,
     /// With receipts: messages acked `Ok` (so applied by the broker)
     /// before a cursor reset and not handed out since. The reset brings
@@ -328,9 +332,12 @@ impl Journal {
         if kind == FaultKind::ResetCursor && self.receipts {
             self.owe_acked(at);
         }
+        let mark = self.broker_events();
         if kind == FaultKind::Cut {
-            let mark = self.broker_events();
             self.cut_marks.push(mark);
+        }
+        if kind.ends_subscriptions() {
+            self.loss_marks.push(mark);
         }
         self.faults.push((at, kind));
     }
@@ -506,14 +513,18 @@ impl Journal {
     pub(crate) fn ack_attempted(&mut self, name: &str) -> (u64, u64) {
         self.attempted.insert(name.to_owned());
         let began = self.ack_began();
-        self.ack_began.insert(name.to_owned(), began);
+        self.ack_began
+            .entry(name.to_owned())
+            .or_default()
+            .push(began);
         self.ack_begins()
     }
 
     /// The application's handler returned `Ack` for `name`.
     pub(crate) fn handler_acked(&mut self, name: String) {
+        self.note(|| format!("the handler acked {name}"));
         let began = self.ack_began();
-        self.ack_began.insert(name.clone(), began);
+        self.ack_began.entry(name.clone()).or_default().push(began);
         self.consumed.insert(name);
     }
 

@@ -494,8 +494,9 @@ fn rewinds_kept(
         journal
             .ack_began
             .get(name)
-            .copied()
             .into_iter()
+            .flatten()
+            .copied()
             .chain(cumulative.map(|(_, _, began)| *began))
             .collect::<Vec<_>>()
     };
@@ -517,33 +518,44 @@ fn rewinds_kept(
             if !covers(ack, k) || acked_since(k, name, epoch) || reported.contains(name) {
                 continue;
             }
-            // The application's last ack of it before the rewind: in
-            // flight across it if the broker applied no ack of it from
-            // then until the rewind, or applied one whose answer a cut
-            // may have lost.
-            let Some(began) = acks_of(k, name)
+            // An ack the application made before the rewind that the
+            // broker did not apply while its consumer's subscription
+            // lasted (lost with it, or a batch member held back), or
+            // applied with a cut after it (its answer may be lost): the
+            // client keeps such an ack and sends it again.
+            let before: Vec<_> = acks_of(k, name)
                 .into_iter()
                 .filter(|a| a.epoch < epoch)
-                .max_by_key(|a| a.events)
-            else {
+                .collect();
+            if before.is_empty() {
                 reported.insert(name);
                 violations.push(format!(
                     "{name} ({} {}) was acked on the broker after the rewind of epoch {epoch} (event {}), and the application never acked it",
                     k.topic, k.id, ack.index
                 ));
                 continue;
-            };
-            let applied = acks
-                .iter()
-                .filter(|a| began.events <= a.index && a.index < mark)
-                .filter(|a| (a.topic.as_str(), a.entry.ledger_id, a.entry.entry_id) == key)
-                .filter(|a| covers(a, k))
-                .map(|a| a.index)
-                .next_back();
-            let in_flight = match applied {
-                None => true,
-                Some(at) => journal.cut_marks.iter().any(|&c| at < c && c <= mark),
-            };
+            }
+            let in_flight = before.iter().any(|began| {
+                let end = journal
+                    .loss_marks
+                    .iter()
+                    .copied()
+                    .filter(|&l| l >= began.events)
+                    .min()
+                    .unwrap_or(mark)
+                    .min(mark);
+                let applied = acks
+                    .iter()
+                    .filter(|a| began.events <= a.index && a.index < end)
+                    .filter(|a| (a.topic.as_str(), a.entry.ledger_id, a.entry.entry_id) == key)
+                    .filter(|a| covers(a, k))
+                    .map(|a| a.index)
+                    .next_back();
+                match applied {
+                    None => true,
+                    Some(at) => journal.cut_marks.iter().any(|&c| at < c && c <= end),
+                }
+            });
             if !in_flight {
                 reported.insert(name);
                 violations.push(format!(

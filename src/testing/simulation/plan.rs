@@ -286,6 +286,11 @@ impl FaultKind {
     pub(crate) fn rewinds(self) -> bool {
         matches!(self, Self::ResetCursor | Self::Seek)
     }
+
+    /// Whether it ends consumers' subscriptions (they subscribe again).
+    pub(crate) fn ends_subscriptions(self) -> bool {
+        !matches!(self, Self::FailSends | Self::SlowSends)
+    }
 }
 
 /// A fault and when it comes: after the broker's `at`-th change (a frame
