@@ -358,3 +358,45 @@ async fn perf_consume_takes_batch_index_acks_and_the_queue_sizes() {
         20,
     );
 }
+
+#[tokio::test]
+async fn perf_consume_at_a_rate_receives_the_count_and_refuses_it_with_run() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-consume-rate");
+    let produce = [
+        "perf", "produce", &topic, "-n", "20", "--size", "10", "--json",
+    ];
+    summary(
+        &pulsar_wire(&url, &produce).await.ok_lines(),
+        "produce",
+        20,
+        10,
+    );
+    let consume = [
+        "perf",
+        "consume",
+        &topic,
+        "-s",
+        "s",
+        "--position",
+        "earliest",
+        "-n",
+        "20",
+        "-r",
+        "200",
+        "--json",
+    ];
+    summary(
+        &pulsar_wire(&url, &consume).await.ok_lines(),
+        "consume",
+        20,
+        10,
+    );
+    let both = [
+        "perf", "consume", &topic, "-s", "s", "-n", "1", "-r", "10", "--run", "2",
+    ];
+    crate::failures::assert_failed(&pulsar_wire(&url, &both).await, 2, "--run");
+}

@@ -33,15 +33,16 @@ impl Pace {
         }
     }
 
-    /// Waits until the next event may start.
+    /// Waits until the next event may start. Cancel-safe: dropped before
+    /// it returns, it leaves the slot for the next call.
     pub(crate) async fn next(&mut self) {
         if self.rate <= 0.0 {
             return;
         }
         let start = *self.start.get_or_insert_with(Instant::now);
         let due = start + Duration::from_secs_f64(f64::from(self.n) / self.rate);
-        self.n = self.n.saturating_add(1);
         tokio::time::sleep_until(due).await;
+        self.n = self.n.saturating_add(1);
     }
 }
 
@@ -72,5 +73,16 @@ mod tests {
             unlimited.next().await;
         }
         assert_eq!(t1.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_given_up_keeps_its_slot() {
+        let mut pace = Pace::new(10.0);
+        let t0 = Instant::now();
+        pace.next().await; // the first, at once
+        let early = tokio::time::timeout(Duration::from_millis(50), pace.next()).await;
+        assert!(early.is_err(), "the second is due at 100 ms");
+        pace.next().await;
+        assert_eq!(t0.elapsed(), Duration::from_millis(100), "the same slot");
     }
 }

@@ -86,6 +86,18 @@ pub(crate) struct Args {
     /// needs `--count`.
     #[arg(long, value_name = "CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
     run: Option<u32>,
+
+    /// Receive at most this many messages a second (0: as fast as they
+    /// come), as pulsar-perf's `--rate`; not with `--run`.
+    #[arg(
+        short = 'r',
+        long,
+        value_name = "MSG_PER_S",
+        default_value_t = 0.0,
+        value_parser = crate::rate,
+        conflicts_with = "run"
+    )]
+    rate: f64,
 }
 
 pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
@@ -152,10 +164,17 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     // Checks the deadline and the Ctrl-C flag at least twice a second.
     let check = tokio::time::sleep(Duration::from_millis(500));
     tokio::pin!(check);
+    let mut pace = crate::Pace::new(args.rate);
     while !args.limits.reached(received) {
         let msg = tokio::select! {
             biased;
-            msg = consumer.receive() => match msg {
+            // Both cancel-safe: a turn the check takes while the pace
+            // waits keeps its slot, and one that takes it while the
+            // receive waits loses no message.
+            msg = async {
+                pace.next().await;
+                consumer.receive().await
+            } => match msg {
                 Ok(msg) => msg,
                 Err(e) => {
                     outcome = Err(e.into());
