@@ -400,3 +400,53 @@ async fn perf_consume_at_a_rate_receives_the_count_and_refuses_it_with_run() {
     ];
     crate::failures::assert_failed(&pulsar_wire(&url, &both).await, 2, "--run");
 }
+
+#[tokio::test]
+async fn perf_produce_sends_the_payloads_of_a_file_in_turn() {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    let url = broker.service_url();
+    let topic = unique_topic("cli-perf-payload-file");
+    let dir = crate::common::TempDir::new("cli-payload-file");
+    let file = dir.file("payloads.txt", "alpha|bb||c");
+    let path = file.to_str().expect("utf-8 path");
+    let produce = [
+        "perf",
+        "produce",
+        &topic,
+        "-n",
+        "4",
+        "--payload-file",
+        path,
+        "--payload-delimiter",
+        "|",
+        "--json",
+    ];
+    let lines = pulsar_wire(&url, &produce).await.ok_lines();
+    let last = lines.last().expect("a summary");
+    assert_eq!(last["count"], 4, "{lines:?}");
+    assert_eq!(
+        last["bytes"],
+        5 + 2 + 1 + 5,
+        "alpha, bb, c, alpha: {lines:?}"
+    );
+    let consume = ["consume", &topic, "-s", "s", "-p", "earliest", "-n", "4"];
+    let got: Vec<String> = pulsar_wire(&url, &consume)
+        .await
+        .ok_lines()
+        .iter()
+        .map(|l| l["payload"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(got, ["alpha", "bb", "c", "alpha"]);
+    let missing = [
+        "perf",
+        "produce",
+        &topic,
+        "-n",
+        "1",
+        "--payload-file",
+        "/nonexistent/p",
+    ];
+    crate::failures::assert_failed(&pulsar_wire(&url, &missing).await, 1, "--payload-file");
+}

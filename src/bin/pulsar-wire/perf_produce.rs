@@ -83,6 +83,39 @@ pub(crate) struct Args {
     /// Which producers the topic takes besides this one (any case).
     #[arg(long, value_enum, ignore_case = true, default_value_t = Access::Shared)]
     access_mode: Access,
+
+    /// Send payloads taken from this UTF-8 text file, cut at each
+    /// `--payload-delimiter`, one after another in turn (pulsar-perf picks
+    /// them at random); `--size` is then unused.
+    #[arg(long, alias = "pf", value_name = "PATH")]
+    payload_file: Option<std::path::PathBuf>,
+
+    /// What separates the payloads of `--payload-file`.
+    #[arg(
+        long,
+        alias = "pd",
+        value_name = "TEXT",
+        default_value = "\n",
+        requires = "payload_file"
+    )]
+    payload_delimiter: String,
+}
+
+/// The payloads of `--payload-file`: the file's text cut at `delimiter`
+/// (a `\n` typed as two characters is a newline), empty pieces left out.
+fn payloads_of(path: &std::path::Path, delimiter: &str) -> Result<Vec<Bytes>, BoxError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--payload-file {}: {e}", path.display()))?;
+    let delimiter = delimiter.replace("\\n", "\n");
+    let payloads: Vec<Bytes> = text
+        .split(delimiter.as_str())
+        .filter(|piece| !piece.is_empty())
+        .map(|piece| Bytes::copy_from_slice(piece.as_bytes()))
+        .collect();
+    if payloads.is_empty() {
+        return Err(format!("--payload-file {}: no payload in it", path.display()).into());
+    }
+    Ok(payloads)
 }
 
 /// A producer access mode, as the official tools spell it.
@@ -144,18 +177,24 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     perf::lock(&stats).start(start);
     let reporter = tokio::spawn(perf::report_every_second(stats.clone(), stop_rx));
 
-    // One payload for every message: the producer never copies it.
-    let payload = Bytes::from(vec![b'x'; args.size]);
+    // One payload for every message (the producer never copies it), or
+    // the file's in turn.
+    let payloads = match &args.payload_file {
+        Some(path) => payloads_of(path, &args.payload_delimiter)?,
+        None => vec![Bytes::from(vec![b'x'; args.size])],
+    };
     let delay = args.delay.map(Duration::from_secs);
-    let message = || {
-        let message = ProducerMessage::new(payload.clone());
-        match delay {
+    let message = |n: u64| {
+        let payload = payloads[(n % payloads.len() as u64) as usize].clone();
+        let size = payload.len();
+        let message = ProducerMessage::new(payload);
+        let message = match delay {
             Some(delay) => message.deliver_after(delay),
             None => message,
-        }
+        };
+        (message, size)
     };
     let pace = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
-    let size = args.size;
 
     let outcome = if args.sync {
         let mut sent = 0u64;
@@ -163,7 +202,8 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         while keep_going(&args.limits, sent, deadline, &interrupted) {
             wait_turn(pace, start, sent).await;
             let t = Instant::now();
-            match async { producer.send(message()).await?.await }.await {
+            let (message, size) = message(sent);
+            match async { producer.send(message).await?.await }.await {
                 Ok(_) => perf::lock(&stats).record(Instant::now(), size, t.elapsed()),
                 Err(e) => {
                     result = Err(e.into());
@@ -175,15 +215,16 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
         result
     } else {
         let (receipts, pending) = mpsc::channel(args.max_pending as usize);
-        let collector = tokio::spawn(collect(pending, stats.clone(), size));
+        let collector = tokio::spawn(collect(pending, stats.clone()));
         let mut sent = 0u64;
         let mut result: Result<(), BoxError> = Ok(());
         while keep_going(&args.limits, sent, deadline, &interrupted) {
             wait_turn(pace, start, sent).await;
             let t = Instant::now();
-            match producer.send(message()).await {
+            let (message, size) = message(sent);
+            match producer.send(message).await {
                 Ok(receipt) => {
-                    if receipts.send((receipt, t)).await.is_err() {
+                    if receipts.send((receipt, t, size)).await.is_err() {
                         break; // the collector stopped on an error
                     }
                 }
@@ -208,13 +249,13 @@ pub(crate) async fn run(client: &Client, args: Args) -> Result<(), BoxError> {
     Ok(closed?)
 }
 
-/// Awaits receipts in order and records each one's latency.
+/// Awaits receipts in order and records each one's latency, with its
+/// message's payload size.
 async fn collect(
-    mut pending: mpsc::Receiver<(SendReceipt, Instant)>,
+    mut pending: mpsc::Receiver<(SendReceipt, Instant, usize)>,
     stats: SharedStats,
-    size: usize,
 ) -> Result<(), BoxError> {
-    while let Some((receipt, sent_at)) = pending.recv().await {
+    while let Some((receipt, sent_at, size)) = pending.recv().await {
         receipt.await?;
         let now = Instant::now();
         perf::lock(&stats).record(now, size, now.duration_since(sent_at));
