@@ -215,18 +215,31 @@ impl Connection {
         impl Future<Output = Result<Response, ConnectionError>> + Send + 'static,
         ConnectionError,
     > {
+        let (command, answer) = self.new_request(op, build);
+        self.send_command(command).await?;
+        Ok(answer)
+    }
+
+    /// A request to queue, and the future of its answer.
+    fn new_request(
+        &self,
+        op: &'static str,
+        build: impl FnOnce(RequestId) -> BaseCommand,
+    ) -> (
+        Command,
+        impl Future<Output = Result<Response, ConnectionError>> + Send + 'static,
+    ) {
         let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = oneshot::channel();
-        let command = build(id);
-        self.send_command(Command::Request {
+        let command = Command::Request {
             id,
             op,
-            command,
+            command: build(id),
             reply,
-        })
-        .await?;
+        };
         let conn = self.clone();
-        Ok(async move { answer.await.unwrap_or_else(|_| Err(conn.final_error())) })
+        let answer = async move { answer.await.unwrap_or_else(|_| Err(conn.final_error())) };
+        (command, answer)
     }
 
     /// Queues a request as [`send_request`](Self::send_request) does, but
@@ -238,25 +251,14 @@ impl Connection {
         op: &'static str,
         build: impl FnOnce(RequestId) -> BaseCommand,
     ) -> impl Future<Output = Result<Response, ConnectionError>> + Send + 'static {
-        let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Request {
-            id,
-            op,
-            command: build(id),
-            reply,
-        };
-        let waiting = match self.inner.control.try_send(command) {
-            Ok(()) => Ok(None),
-            Err(mpsc::error::TrySendError::Full(command)) => Ok(Some(command)),
-            Err(mpsc::error::TrySendError::Closed(command)) => Err(self.fail(command)),
-        };
+        let (command, answer) = self.new_request(op, build);
+        let waiting = self.try_queue(command);
         let conn = self.clone();
         async move {
             if let Some(command) = waiting? {
                 conn.send_when_room(command).await?;
             }
-            answer.await.unwrap_or_else(|_| Err(conn.final_error()))
+            answer.await
         }
     }
 
@@ -508,19 +510,25 @@ impl Connection {
         &self,
         command: Command,
     ) -> impl Future<Output = Result<(), ConnectionError>> + Send + '_ {
-        let queued = match self.inner.control.try_send(command) {
-            Ok(()) => Ok(None),
-            Err(mpsc::error::TrySendError::Full(command)) => {
-                Ok(Some(Box::pin(self.send_when_room(command))))
-            }
-            Err(mpsc::error::TrySendError::Closed(command)) => Err(self.fail(command)),
-        };
+        let queued = self
+            .try_queue(command)
+            .map(|full| full.map(|command| Box::pin(self.send_when_room(command))));
         async move {
             match queued {
                 Ok(None) => Ok(()),
                 Ok(Some(waiting)) => waiting.await,
                 Err(err) => Err(err),
             }
+        }
+    }
+
+    /// Queues `command` on the control lane now if it has room; hands it
+    /// back if the lane is full.
+    fn try_queue(&self, command: Command) -> Result<Option<Command>, ConnectionError> {
+        match self.inner.control.try_send(command) {
+            Ok(()) => Ok(None),
+            Err(mpsc::error::TrySendError::Full(command)) => Ok(Some(command)),
+            Err(mpsc::error::TrySendError::Closed(command)) => Err(self.fail(command)),
         }
     }
 
