@@ -149,11 +149,14 @@ impl<M> Actions<M> {
         if let Some(Action::Ack {
             ids,
             cumulative: false,
-            ack_set: pending @ Some(_),
+            ack_set: pending,
         }) = self.queue.back_mut()
         {
-            let set = pending.as_mut().filter(|set| set.len() == ack_set.len());
-            if let (true, Some(set)) = (ids[..] == [entry], set) {
+            let same = ids[..] == [entry];
+            if let Some(set) = pending
+                .as_mut()
+                .filter(|set| same && set.len() == ack_set.len())
+            {
                 // Both acks in one: a member is unacked if unacked in both.
                 for (word, other) in set.iter_mut().zip(&ack_set) {
                     *word &= other;
