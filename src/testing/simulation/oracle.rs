@@ -203,27 +203,20 @@ pub(crate) fn unsettled(stage: &Stage, topics: &[String]) -> Option<String> {
 
 /// The checks at the end of a seed; each failure is a violation.
 pub(crate) fn check(stage: &Stage, topics: &[String]) {
-    let (kept, dead, dead_at, acked_entries, ack_events) = stage.broker.with_model(|m| {
-        let acked: Vec<(String, MessageId)> = m
-            .events()
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::Acked { subscription, id }
-                    if subscription == SUBSCRIPTION && topics.contains(&e.topic) =>
-                {
-                    Some((e.topic.clone(), *id))
-                }
-                _ => None,
-            })
-            .collect();
+    let (kept, dead, dead_at, ack_events) = stage.broker.with_model(|m| {
         (
             kept(m, topics),
             dead_letter_names(m),
             dead_lettered_at(m),
-            acked,
             ack_events(m, topics),
         )
     });
+    // The entries acked whole.
+    let acked_entries: Vec<(&String, MessageId)> = ack_events
+        .iter()
+        .filter(|a| a.members.is_none())
+        .map(|a| (&a.topic, a.entry))
+        .collect();
     let mut journal = stage.journal();
     let batched = stage.workload.batching;
     let mut violations = Vec::new();
@@ -299,7 +292,7 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
         .collect();
     for (topic, id) in &acked_entries {
         let inside = entry_names
-            .get(&(topic.clone(), id.ledger_id, id.entry_id))
+            .get(&((*topic).clone(), id.ledger_id, id.entry_id))
             .cloned()
             .unwrap_or_default();
         let known = inside
