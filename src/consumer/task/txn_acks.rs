@@ -70,7 +70,7 @@ impl Driver {
     /// partition that subscribes again is waited for first (at most the
     /// operation timeout), so the ACK goes out under its new consumer id:
     /// one sent under the old id would fail, and the commit with it.
-    pub(super) async fn ack_in_txn(&mut self, topic: &str, ack: TxnAck, reply: Reply<()>) {
+    pub(super) async fn ack_in_txn(&mut self, topic: &str, mut ack: TxnAck, reply: Reply<()>) {
         let Some(index) = self.find(topic) else {
             let _ = reply.send(Err(ConsumerError::ForeignMessage {
                 topic: topic.to_owned(),
@@ -87,7 +87,6 @@ impl Driver {
             let _ = reply.send(Err(self.lost_error(index)));
             return;
         }
-        let mut ack = ack;
         if ack.cumulative {
             // Never past the first chunk of a chunked message not handed
             // out yet (core/chunk_gate.rs): what the ACK leaves goes once
