@@ -4,7 +4,9 @@
 //! writing out what is queued, reading a frame, the control lane (requests,
 //! registrations, acks, flow: never queued behind data), the data lane (SEND
 //! frames, bounded: producer backpressure), and one timer for request
-//! timeouts and keepalive. Outgoing frames are queued in one [`Outbox`]
+//! timeouts and keepalive. After each turn of reads it takes what the lanes
+//! hold without waiting, so a socket that is always ready cannot starve
+//! them. Outgoing frames are queued in one [`Outbox`]
 //! (a payload after its encoded head, not copied) that is written with
 //! vectored writes as the socket accepts it, so a slow broker never stops the
 //! actor from reading; while the buffer is above a high-water mark the lanes
@@ -28,6 +30,7 @@ use bytes::Buf;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tracing::{debug, trace, warn};
@@ -294,6 +297,66 @@ where
     Ok(())
 }
 
+/// Handles a command from the control lane (`None`: every handle is
+/// gone). An error ends the loop; on a `Close`, `closing` then holds whom
+/// to tell once the socket is flushed.
+fn on_control(
+    core: &mut Core,
+    command: Option<Command>,
+    closing: &mut Option<oneshot::Sender<()>>,
+) -> Result<(), ConnectionError> {
+    let Some(command) = command else {
+        return Err(ConnectionError::Closed);
+    };
+    if let Some(done) = handle_command(core, clock::now(), command) {
+        *closing = Some(done);
+        return Err(ConnectionError::Closed);
+    }
+    Ok(())
+}
+
+/// Queues a SEND frame from the data lane for the socket.
+fn on_data(core: &mut Core, frame: Frame) {
+    if let Err(e) = core.out.frame(frame) {
+        warn!(error = %e, "SEND frame could not be encoded");
+    }
+}
+
+/// Takes what each lane holds now, up to [`FRAMES_PER_TURN`] from each
+/// and while the output has room, without waiting. It runs after every
+/// turn of reads: the loop prefers the socket, and a socket that always
+/// has the next frame ready (a fast link, a broker flooding the client)
+/// would otherwise keep requests, acks and SENDs waiting for as long as
+/// it lasts.
+fn take_ready_lanes(
+    core: &mut Core,
+    lanes: &mut Lanes,
+    data_open: &mut bool,
+    closing: &mut Option<oneshot::Sender<()>>,
+) -> Result<(), ConnectionError> {
+    for _ in 0..FRAMES_PER_TURN {
+        if core.out.len() >= HIGH_WATER {
+            return Ok(());
+        }
+        match lanes.control.try_recv() {
+            Ok(command) => on_control(core, Some(command), closing)?,
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => return on_control(core, None, closing),
+        }
+    }
+    for _ in 0..FRAMES_PER_TURN {
+        if !*data_open || core.out.len() >= HIGH_WATER {
+            break;
+        }
+        match lanes.data.try_recv() {
+            Ok(frame) => on_data(core, frame),
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => *data_open = false,
+        }
+    }
+    Ok(())
+}
+
 /// The actor's loop: runs until the socket dies, a `Close` arrives or every
 /// handle is dropped, then poisons everything still waiting.
 pub(crate) async fn run<R, W>(
@@ -344,25 +407,20 @@ pub(crate) async fn run<R, W>(
                     if let Err(e) = handle_ready_frames(&mut reader, &mut core).await {
                         break e;
                     }
+                    if let Err(e) = take_ready_lanes(&mut core, &mut lanes, &mut data_open, &mut closing) {
+                        break e;
+                    }
                 }
                 Some(Err(e)) => break e.into(),
                 None => break ConnectionError::Disconnected,
             },
-            command = lanes.control.recv(), if room => match command {
-                Some(command) => {
-                    if let Some(done) = handle_command(&mut core, clock::now(), command) {
-                        closing = Some(done);
-                        break ConnectionError::Closed;
-                    }
+            command = lanes.control.recv(), if room => {
+                if let Err(e) = on_control(&mut core, command, &mut closing) {
+                    break e;
                 }
-                None => break ConnectionError::Closed,
             },
             frame = lanes.data.recv(), if room && data_open => match frame {
-                Some(frame) => {
-                    if let Err(e) = core.out.frame(frame) {
-                        warn!(error = %e, "SEND frame could not be encoded");
-                    }
-                }
+                Some(frame) => on_data(&mut core, frame),
                 None => data_open = false,
             },
             fetched = credentials(&mut core.pending_auth), if core.pending_auth.is_some() => {

@@ -13,6 +13,7 @@ mod connection;
 mod consume;
 mod dead_letter;
 mod discovery;
+mod flood;
 mod handshake;
 mod hostile;
 mod hostile_counts;
