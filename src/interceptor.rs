@@ -9,9 +9,10 @@
 //! producer or consumer without interceptors pays nothing for them: no
 //! allocation and no call per message, only a check of an empty list.
 //!
-//! Hooks run inline, most of them in the producer's or consumer's task:
+//! Hooks run inline, in the application's call that causes them (a
+//! `receive`, an `ack`, a `nack`) or in the producer's or consumer's task:
 //! keep them short and never block in them (hand heavy work to a channel).
-//! A panic in a hook is a panic of that task.
+//! A panic in a hook is a panic of that call or of that task.
 //!
 //! # Examples
 //! ```no_run
@@ -98,25 +99,28 @@ pub trait ProducerInterceptor: fmt::Debug + Send + Sync + 'static {
 /// Sees every message a consumer hands to the application, and the
 /// application's answers to them.
 pub trait ConsumerInterceptor: fmt::Debug + Send + Sync + 'static {
-    /// Called in the consumer's task just before `message` is handed to the
-    /// application (`receive`, the stream, `run`). A message this consumer
+    /// Called just before `message` is handed to the application
+    /// (`receive`, the stream, `run`), in that call or in the consumer's
+    /// task. A message this consumer
     /// cannot decode, handed out as an error, is not seen here.
     fn before_consume(&self, message: &Message) {
         let _ = message;
     }
 
-    /// Called in the consumer's task when the application acks `id` of
-    /// `topic` (a partition's full name), individually or cumulatively,
-    /// as the ack is recorded (before it reaches the broker). For a
+    /// Called when the application acks `id` of `topic` (a partition's
+    /// full name), individually or cumulatively, as the ack is recorded
+    /// (before it reaches the broker), in the `ack` call or in the
+    /// consumer's task. For a
     /// chunked message, `id` is its first chunk's (see
     /// [`MessageId::first_chunk`]); so it is in the calls below.
     fn on_acknowledge(&self, topic: &str, id: MessageId, cumulative: bool) {
         let _ = (topic, id, cumulative);
     }
 
-    /// Called in the consumer's task when the application nacks `id` of
-    /// `topic`, as the nack is recorded (its redelivery may wait for the
-    /// nack policy's delay).
+    /// Called when the application nacks `id` of `topic`, as the nack is
+    /// recorded (its redelivery may wait for the nack policy's delay): in
+    /// the `nack` call, or in the consumer's task when a transaction
+    /// holding the message's ack aborts.
     fn on_negative_acknowledge(&self, topic: &str, id: MessageId) {
         let _ = (topic, id);
     }

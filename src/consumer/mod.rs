@@ -441,18 +441,6 @@ impl Consumer {
             // Recorded in the core now; the task sends the ACK.
             return Ok(());
         }
-        if !self.ack_receipts && self.topics.borrow().knows(&topic) {
-            // Nothing to wait for: without receipts the task answers Ok once
-            // it ran the ack, and it runs commands in order. Skipping the
-            // answer saves a round trip between tasks per message.
-            return self.send(task::Command::Ack {
-                topic,
-                id,
-                batch_size,
-                cumulative: false,
-                reply: None,
-            });
-        }
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
@@ -729,11 +717,8 @@ impl Consumer {
     /// # Errors
     /// [`ConsumerError::Closed`] once the consumer is closed.
     pub fn nack(&self, msg: &Message) -> Result<(), ConsumerError> {
-        self.send(task::Command::Nack {
-            topic: msg.0.topic.clone(),
-            id: msg.0.id,
-            redelivery_count: msg.0.redelivery_count,
-        })
+        self.shelf
+            .nack(&msg.0.topic, msg.0.id, msg.0.redelivery_count)
     }
 
     /// Moves the subscription to message `id` (on a partitioned topic, that

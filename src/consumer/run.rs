@@ -128,11 +128,7 @@ impl Consumer {
     /// # Ok(()) }
     /// ```
     pub fn extend(&self, msg: &Message, by: Duration) -> Result<(), ConsumerError> {
-        self.send(super::task::Command::Extend {
-            topic: msg.0.topic.clone(),
-            id: msg.0.id,
-            by,
-        })
+        self.shelf.extend(&msg.0.topic, msg.0.id, by)
     }
 
     /// Receives messages and calls `handler` for each; its [`Outcome`]

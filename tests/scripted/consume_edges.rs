@@ -99,13 +99,13 @@ async fn a_mailbox_that_ends_without_a_word_is_a_lost_connection() {
     .await;
 }
 
-/// Panics when told of a nack: a bug in the application's code, which
-/// runs in the consumer's task.
+/// Panics when told of an ack timeout: a bug in the application's code,
+/// which runs in the consumer's task.
 #[derive(Debug)]
-struct PanicsOnNack;
+struct PanicsOnAckTimeout;
 
-impl ConsumerInterceptor for PanicsOnNack {
-    fn on_negative_acknowledge(&self, _topic: &str, _id: MessageId) {
+impl ConsumerInterceptor for PanicsOnAckTimeout {
+    fn on_ack_timeout(&self, _topic: &str, _ids: &[MessageId]) {
         panic!("a bug in an interceptor");
     }
 }
@@ -116,14 +116,14 @@ async fn a_consumer_whose_task_panicked_is_closed_on_the_broker() {
     guard("panicked task", async {
         let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
             b.subscription_type(SubscriptionType::Exclusive)
-                .interceptor(PanicsOnNack)
+                .ack_timeout(Duration::from_secs(1))
+                .interceptor(PanicsOnAckTimeout)
         })
         .await;
         broker
             .send_frame(message(id, 1, "m", Checksum::Valid))
             .await;
-        let msg = consumer.receive().await.expect("receive");
-        consumer.nack(&msg).expect("queued");
+        let _unacked = consumer.receive().await.expect("receive");
         // The broker lets go of the consumer (on Exclusive, another may
         // subscribe), though nobody closed it.
         let close = broker.expect(Type::CloseConsumer).await;

@@ -12,6 +12,7 @@ use pulsar_wire::wire::Checksum;
 use pulsar_wire::wire::Frame;
 
 use super::consume::{message, subscribed, subscribed_with};
+use super::hostile::{MIB, peak_heap};
 use super::produce::{answer_lookup, producer_success};
 use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer, request_id};
 use crate::common::guard;
@@ -247,5 +248,61 @@ async fn a_dead_letter_producer_that_died_is_replaced() {
         broker.send(producer_success(request, "dlq-2", -1)).await;
         broker.expect(Type::Send).await;
     })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn nacks_and_extensions_in_a_loop_that_never_yields_take_no_memory_per_call() {
+    const CALLS: usize = 100_000;
+    let net = FakeNetwork::new();
+    guard(
+        "the same message nacked and extended over and over",
+        async {
+            let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+                b.subscription_type(SubscriptionType::Shared)
+                    .ack_timeout(Duration::from_secs(30))
+            })
+            .await;
+            broker
+                .send_frame(message(id, 1, "held", Checksum::Valid))
+                .await;
+            let msg = consumer.receive().await.expect("message");
+            // Neither call waits, and nothing here yields to the consumer's
+            // task: what a call leaves for it must not pile up per call.
+            let ((), extended) = peak_heap(async {
+                for _ in 0..CALLS {
+                    consumer
+                        .extend(&msg, Duration::from_secs(60))
+                        .expect("extend");
+                }
+            })
+            .await;
+            let ((), nacked) = peak_heap(async {
+                for _ in 0..CALLS {
+                    consumer.nack(&msg).expect("nack");
+                }
+            })
+            .await;
+            assert!(
+                extended < MIB,
+                "{extended} bytes held by {CALLS} extensions"
+            );
+            assert!(nacked < MIB, "{nacked} bytes held by {CALLS} nacks");
+            // The first nack still asks for the message again, once.
+            let redeliver = loop {
+                let frame = broker.recv().await.expect("open");
+                if frame.command.r#type() == Type::RedeliverUnacknowledgedMessages {
+                    break frame;
+                }
+            };
+            let ids = redeliver
+                .command
+                .redeliver_unacknowledged_messages
+                .expect("body")
+                .message_ids;
+            assert_eq!(ids.len(), 1, "{ids:?}");
+            assert_eq!(ids[0].entry_id, 1);
+        },
+    )
     .await;
 }

@@ -43,12 +43,6 @@ pub(crate) enum Command {
         id: MessageId,
         redelivery_count: u32,
     },
-    /// Push the ack-timeout deadline of `id` to `by` from now.
-    Extend {
-        topic: Arc<str>,
-        id: MessageId,
-        by: Duration,
-    },
     /// Lease `id` for at most `max_total` from now (`None`: end its lease).
     Lease {
         topic: Arc<str>,
@@ -91,7 +85,7 @@ impl Command {
             | Self::Close(reply) => drop(reply.send(Err(error()))),
             Self::LastMessageId(r) => drop(r.send(Err(error()))),
             Self::HasMessageAvailable(r) => drop(r.send(Err(error()))),
-            Self::Nack { .. } | Self::Extend { .. } | Self::Lease { .. } => {}
+            Self::Nack { .. } | Self::Lease { .. } => {}
         }
     }
 }

@@ -344,7 +344,6 @@ impl Driver {
                 | Command::AckAll(_)
                 | Command::AckInTxn { .. }
                 | Command::Nack { .. }
-                | Command::Extend { .. }
                 | Command::Lease { .. }) => {
                     self.on_command(command).await;
                 }
@@ -432,13 +431,6 @@ impl Driver {
                         .core
                         .nack(clock::now(), id, redelivery_count);
                     self.run_actions(index).await;
-                }
-            }
-            Command::Extend { topic, id, by } => {
-                if let Some(index) = self.find(&topic) {
-                    self.shelf.lock().slots[index]
-                        .core
-                        .extend(clock::now(), id, by);
                 }
             }
             Command::Lease {

@@ -14,10 +14,7 @@ impl Driver {
 
     /// The application nacked `id` of `topic`.
     pub(super) fn observe_nack(&self, topic: &str, id: MessageId) {
-        self.settings.stats.nacked();
-        for interceptor in self.settings.interceptors.iter() {
-            interceptor.on_negative_acknowledge(topic, id);
-        }
+        self.shelf.observers.nacked(topic, id);
     }
 
     /// Sub `index`'s core ticked: the messages whose ack timeout expired.

@@ -2,7 +2,9 @@
 //! messages) and position, under one lock the task and the handles share.
 //!
 //! A `receive()` takes the next message from the shelf itself, and an
-//! `ack()` records itself in the core, without a round trip to the task:
+//! `ack()`, a `nack()` or an `extend()` records itself in the core,
+//! without a round trip to the task (and without a command queued per
+//! call):
 //! the core runs the same code as when the task takes for a waiting
 //! receiver, at the moment the application asks, so the ack-timeout clock
 //! and the permit refill start there. What needs the network (a FLOW due,
@@ -345,24 +347,86 @@ impl Shelf {
     /// A handle's `ack()` without receipts, recorded in the core now;
     /// false if the task must do it (an unknown topic: the task answers).
     pub(crate) fn ack(&self, topic: &str, id: MessageId, batch_size: Option<u32>) -> bool {
+        let recorded = self.record(topic, |core, now| {
+            core.ack_with_batch_size(now, id, batch_size);
+        });
+        if recorded {
+            self.observers.acked(topic, id, false);
+        }
+        recorded
+    }
+
+    /// A handle's `nack()`, recorded in the core now (see
+    /// [`ConsumerCore::nack`]: an id the application does not hold is
+    /// ignored, and so is one of a topic no longer read).
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the shelf is closed.
+    pub(crate) fn nack(
+        &self,
+        topic: &str,
+        id: MessageId,
+        redelivery_count: u32,
+    ) -> Result<(), ConsumerError> {
+        let recorded = self.record(topic, |core, now| core.nack(now, id, redelivery_count));
+        self.unless_closed(recorded)?;
+        self.observers.nacked(topic, id);
+        Ok(())
+    }
+
+    /// A handle's `extend()`, recorded in the core now (see
+    /// [`ConsumerCore::extend`]).
+    ///
+    /// # Errors
+    /// [`ConsumerError::Closed`] once the shelf is closed.
+    pub(crate) fn extend(
+        &self,
+        topic: &str,
+        id: MessageId,
+        by: std::time::Duration,
+    ) -> Result<(), ConsumerError> {
+        let recorded = self.record(topic, |core, now| {
+            core.extend(now, id, by);
+        });
+        self.unless_closed(recorded)
+    }
+
+    /// Runs a handle's call on the core of the sub reading `topic`, at
+    /// once and under the lock, and wakes the task if the core now has
+    /// actions for it; false if the shelf is closed or no sub reads
+    /// `topic`. Such calls leave nothing queued per call: a loop that makes
+    /// them over and over without yielding holds no memory for them.
+    fn record(
+        &self,
+        topic: &str,
+        call: impl FnOnce(&mut ConsumerCore<Message>, std::time::Instant),
+    ) -> bool {
         let mut shelved = self.lock();
         let Some(index) = shelved.find(topic).filter(|_| !shelved.closed) else {
             return false;
         };
+        // Read under the lock: the cores see the instants in order.
         let now = self.core_now();
-        shelved.slots[index]
-            .core
-            .ack_with_batch_size(now, id, batch_size);
+        call(&mut shelved.slots[index].core, now);
         if shelved.slots[index].core.has_actions() {
             shelved.touch(index);
         }
         let wake = !shelved.touched.is_empty();
         drop(shelved);
-        self.observers.acked(topic, id, false);
         if wake {
             self.work.notify_one();
         }
         true
+    }
+
+    /// Ok for a call [`record`](Self::record)ed, or made for a topic no
+    /// longer read (its message left with it); `Closed` once the shelf is.
+    fn unless_closed(&self, recorded: bool) -> Result<(), ConsumerError> {
+        if recorded || !self.lock().closed {
+            Ok(())
+        } else {
+            Err(ConsumerError::Closed)
+        }
     }
 
     /// The subs handles left actions in, since the last call.
@@ -459,6 +523,14 @@ impl Observers {
         }
         for interceptor in self.interceptors.iter() {
             interceptor.on_acknowledge(topic, id, cumulative);
+        }
+    }
+
+    /// The application nacked `id` of `topic`.
+    pub(super) fn nacked(&self, topic: &str, id: MessageId) {
+        self.stats.nacked();
+        for interceptor in self.interceptors.iter() {
+            interceptor.on_negative_acknowledge(topic, id);
         }
     }
 }
