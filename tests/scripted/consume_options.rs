@@ -521,3 +521,33 @@ async fn a_flow_held_back_for_memory_never_goes_out_under_a_lost_consumer_id() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_nack_with_a_delay_asks_for_the_message_again_once_the_delay_passed() {
+    const DELAY: Duration = Duration::from_secs(5);
+    let net = FakeNetwork::new();
+    guard("a delayed nack", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .nack_policy(pulsar_wire::consumer::NackPolicy::FixedDelay(DELAY))
+        })
+        .await;
+        broker
+            .send_frame(message(id, 1, "m", Checksum::Valid))
+            .await;
+        let msg = consumer.receive().await.expect("receive");
+        let nacked = tokio::time::Instant::now();
+        consumer.nack(&msg).expect("nack");
+        // Nothing else happens: the consumer's own timer must send it.
+        let redeliver = broker.expect(Type::RedeliverUnacknowledgedMessages).await;
+        assert!(nacked.elapsed() >= DELAY, "asked again before the delay");
+        let ids = redeliver
+            .command
+            .redeliver_unacknowledged_messages
+            .expect("body")
+            .message_ids;
+        assert_eq!(ids.len(), 1, "{ids:?}");
+        assert_eq!(ids[0].entry_id, 1);
+    })
+    .await;
+}

@@ -393,8 +393,8 @@ impl Shelf {
 
     /// Runs a handle's call on the core of the sub reading `topic`, at
     /// once and under the lock, and wakes the task if the core now has
-    /// actions for it; false if the shelf is closed or no sub reads
-    /// `topic`. Such calls leave nothing queued per call: a loop that makes
+    /// actions for it or its timer to move earlier (a nack's delay);
+    /// false if the shelf is closed or no sub reads `topic`. Such calls leave nothing queued per call: a loop that makes
     /// them over and over without yielding holds no memory for them.
     fn record(
         &self,
@@ -407,8 +407,10 @@ impl Shelf {
         };
         // Read under the lock: the cores see the instants in order.
         let now = self.core_now();
-        call(&mut shelved.slots[index].core, now);
-        if shelved.slots[index].core.has_actions() {
+        let core = &mut shelved.slots[index].core;
+        let deadline = core.next_deadline();
+        call(core, now);
+        if core.has_actions() || earlier(core.next_deadline(), deadline) {
             shelved.touch(index);
         }
         let wake = !shelved.touched.is_empty();
