@@ -68,9 +68,10 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
         FaultKind::Seek => {
             if let Some((_, consumer)) = stage.live_consumers().first() {
                 let (consumer, stage) = (consumer.clone(), stage.clone());
+                let began = stage.journal().epoch;
                 tokio::spawn(async move {
-                    let _ = consumer.seek(MessageId::EARLIEST).await;
-                    stage.journal().rewound();
+                    let result = consumer.seek(MessageId::EARLIEST).await;
+                    stage.journal().rewound(began, result.err());
                 });
             }
         }

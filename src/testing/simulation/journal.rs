@@ -125,6 +125,9 @@ pub(crate) struct Journal {
     /// Per epoch after the first, how many events the broker had recorded
     /// when it began.
     rewind_marks: Vec<usize>,
+    /// Epochs begun by a seek that failed without moving the cursor: no
+    /// rewind at all.
+    void_epochs: HashSet<u64>,
     /// Faults fired, with when.
     pub(crate) faults: Vec<(u64, FaultKind)>,
     /// Confirmed sends: name → the id the broker gave.
@@ -701,12 +704,44 @@ impl Journal {
         })
     }
 
-    /// A rewind the application asked for (a seek) returned: acks made
-    /// while it went on may be undone by it too.
-    pub(crate) fn rewound(&mut self) {
-        self.note(|| "the seek returned".to_owned());
+    /// A rewind the application asked for (a seek, which began epoch
+    /// `began`) returned: acks made while it went on may be undone by it
+    /// too. A seek that failed (a SEEK the broker refused, say) and left
+    /// the cursor where it was is no rewind: its epoch is void.
+    pub(crate) fn rewound(&mut self, began: u64, failed: Option<crate::ConsumerError>) {
         self.seeking = self.seeking.saturating_sub(1);
-        self.next_epoch();
+        let Some(error) = failed else {
+            self.note(|| "the seek returned".to_owned());
+            self.next_epoch();
+            return;
+        };
+        let since = began
+            .checked_sub(1)
+            .and_then(|e| self.rewind_marks.get(e as usize))
+            .copied()
+            .unwrap_or(0);
+        let moved = self.broker.as_ref().is_some_and(|broker| {
+            broker.with_model(|m| {
+                m.events().iter().skip(since).any(|e| {
+                    matches!(&e.kind, EventKind::CursorMoved { subscription, .. } if subscription == SUBSCRIPTION)
+                })
+            })
+        });
+        self.note(|| format!("the seek failed ({error}); the cursor moved: {moved}"));
+        if moved {
+            self.next_epoch();
+        } else {
+            self.void_epochs.insert(began);
+        }
+    }
+
+    /// The latest rewind epoch at or before `epoch` that was a rewind (0:
+    /// none was).
+    pub(crate) fn real_epoch(&self, mut epoch: u64) -> u64 {
+        while epoch > 0 && self.void_epochs.contains(&epoch) {
+            epoch -= 1;
+        }
+        epoch
     }
 
     /// A rewind begins (or a seek returns): acks and order start over.

@@ -501,7 +501,10 @@ fn rewinds_kept(
     };
     let mut reported = HashSet::new();
     for ack in acks.iter().filter(|a| a.index >= first) {
-        let epoch = marks.iter().filter(|&&m| m <= ack.index).count() as u64;
+        let epoch = journal.real_epoch(marks.iter().filter(|&&m| m <= ack.index).count() as u64);
+        if epoch == 0 {
+            continue;
+        }
         let mark = marks[epoch as usize - 1];
         let key = (ack.topic.as_str(), ack.entry.ledger_id, ack.entry.entry_id);
         for k in by_entry.get(&key).into_iter().flatten() {
