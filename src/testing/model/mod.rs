@@ -185,9 +185,15 @@ impl Model {
                 !hit
             });
         }
-        for (conn, id, sub) in closed {
-            self.reply(conn, replies::close_consumer(id));
-            self.detach(now, conn, id, topic, &sub);
+        // All leave before anything is dispatched again, as on a broker,
+        // whose redelivery of what they held reads the entries first: none
+        // goes to a consumer about to be closed.
+        for (conn, id, sub) in &closed {
+            self.reply(*conn, replies::close_consumer(*id));
+            self.leave(*conn, *id, topic, sub);
+        }
+        if !closed.is_empty() {
+            self.dispatch_topic(now, topic);
         }
     }
 
@@ -297,8 +303,13 @@ impl Model {
             return;
         };
         self.held.retain(|h| h.conn != conn);
+        let mut topics = std::collections::BTreeSet::new();
         for (id, (topic, sub)) in state.consumers {
-            self.detach(now, conn, id, &topic, &sub);
+            self.leave(conn, id, &topic, &sub);
+            topics.insert(topic);
+        }
+        for topic in topics {
+            self.dispatch_topic(now, &topic);
         }
     }
 
