@@ -401,3 +401,59 @@ async fn the_ack_of_a_batchs_last_member_names_that_member_alone() {
     })
     .await;
 }
+
+// The application acks a message while its consumer subscribes again
+// after a reset; the reset's copy comes before that ack is answered, so
+// it is dropped and acked again. The first ACK is answered, the second
+// lost with the next reset: the ack was applied, so that reset's copy is
+// the operator's, and handed out.
+#[tokio::test(start_paused = true)]
+async fn a_message_acked_twice_counts_as_applied_once_either_ack_is_confirmed() {
+    let net = FakeNetwork::new();
+    guard(
+        "two resets, an ack and its copy's ack between them",
+        async {
+            let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+            send(&mut broker, id, 1..=1, "first").await;
+            let msg = consumer.receive().await.expect("receive");
+            // The first reset closes the consumer; the ack waits for the next.
+            broker.send(super::reconnect::close_consumer(id)).await;
+            crate::common::until_idle().await;
+            consumer.ack(&msg).await.expect("ack");
+            let lookup = broker.expect(Type::Lookup).await;
+            super::reconnect::answer_lookup_here(&mut broker, &lookup).await;
+            let subscribe = broker.expect(Type::Subscribe).await;
+            let body = subscribe.command.subscribe.as_ref().expect("body");
+            broker.send(answer::success(body.request_id)).await;
+            let again = body.consumer_id;
+            // The application's ACK and the FLOW, in either order.
+            let mut first_ack = None;
+            while first_ack.is_none() {
+                let frame = broker.recv().await.expect("the client's frames");
+                if let Some(ack) = frame.command.ack {
+                    assert_eq!(ack.message_id[0].entry_id, 1);
+                    first_ack = ack.request_id;
+                }
+            }
+            // The reset's copy, sent before the broker read the ACK.
+            send(&mut broker, again, 1..=2, "again").await;
+            assert_eq!(received(&mut consumer, 1).await, [2], "1 dropped");
+            // The copy's ACK, lost with the second reset; the application's
+            // is answered.
+            let copy = loop {
+                let frame = broker.recv().await.expect("the client's frames");
+                if let Some(ack) = frame.command.ack {
+                    break ack;
+                }
+            };
+            assert_eq!(copy.message_id[0].entry_id, 1);
+            let request = first_ack.expect("every ACK is a request");
+            broker.send(answer::ack_response(again, request)).await;
+            crate::common::until_idle().await;
+            let third = closed_and_subscribed_again(&mut broker, again).await;
+            send(&mut broker, third, 1..=2, "third").await;
+            assert_eq!(received(&mut consumer, 2).await, [1, 2]);
+        },
+    )
+    .await;
+}

@@ -252,6 +252,15 @@ struct LostFloor {
     stamps: Vec<Stamp>,
 }
 
+/// The stamps of the acks of one id: its first, and its latest (a copy
+/// dropped and acked again, say). The broker applied the id once either is
+/// confirmed, whatever became of the other's ACK.
+#[derive(Debug, Clone, Copy)]
+struct AckStamps {
+    first: Stamp,
+    latest: Stamp,
+}
+
 /// Ids the application settled outside the held set, with their stamps.
 #[derive(Debug)]
 struct Settled {
@@ -263,7 +272,9 @@ struct Settled {
     /// with it.
     unconfirmed_floor: Option<LostFloor>,
     order: VecDeque<MessageId>,
-    ids: HashMap<MessageId, Stamp, IdBuildHasher>,
+    /// Each id with the stamps of its first and its latest ack: either
+    /// confirmed, the broker applied an ack of it.
+    ids: HashMap<MessageId, AckStamps, IdBuildHasher>,
     capacity: usize,
 }
 
@@ -279,12 +290,21 @@ impl Settled {
         }
     }
 
-    /// `id` was acked while not held (again: with its new stamp); forgets
-    /// the oldest such id past the capacity.
+    /// `id` was acked while not held (again: its first ack's stamp is
+    /// kept beside the new one); forgets the oldest such id past the
+    /// capacity.
     fn insert(&mut self, id: MessageId, stamp: Stamp) {
-        if self.ids.insert(id, stamp).is_some() {
+        if let Some(stamps) = self.ids.get_mut(&id) {
+            stamps.latest = stamp;
             return;
         }
+        self.ids.insert(
+            id,
+            AckStamps {
+                first: stamp,
+                latest: stamp,
+            },
+        );
         self.order.push_back(id);
         if self.order.len() > self.capacity {
             if let Some(oldest) = self.order.pop_front() {
@@ -371,9 +391,12 @@ impl Settled {
         if self.ids.is_empty() {
             return;
         }
-        self.ids.retain(|_, stamp| !confirmed.contains(*stamp));
-        for stamp in self.ids.values_mut() {
-            *stamp = lost(*stamp);
+        self.ids.retain(|_, stamps| {
+            !confirmed.contains(stamps.first) && !confirmed.contains(stamps.latest)
+        });
+        for stamps in self.ids.values_mut() {
+            stamps.first = lost(stamps.first);
+            stamps.latest = lost(stamps.latest);
         }
         let ids = &self.ids;
         self.order.retain(|id| ids.contains_key(id));
@@ -410,6 +433,32 @@ mod tests {
         assert!(!acked(&memory, 1), "the oldest is forgotten");
         assert!(acked(&memory, 2) && acked(&memory, 3));
         assert_eq!(memory.settled.ids.len(), 2);
+    }
+
+    #[test]
+    fn an_id_acked_twice_is_applied_once_either_ack_is_confirmed() {
+        // The first ACK answered, the second (a copy's) lost.
+        let mut memory = AckMemory::new(4);
+        memory.acked_unheld(id(1));
+        let first = memory.mark();
+        memory.acked_unheld(id(1));
+        memory.confirm_range(0, first);
+        memory.on_reconnect(true);
+        assert!(!acked(&memory, 1), "the first ack was applied");
+        // The first lost, the second answered.
+        let mut memory = AckMemory::new(4);
+        memory.acked_unheld(id(1));
+        let first = memory.mark();
+        memory.acked_unheld(id(1));
+        memory.confirm_range(first, memory.mark());
+        memory.on_reconnect(true);
+        assert!(!acked(&memory, 1), "the second ack was applied");
+        // Neither answered: its copies are still dropped.
+        let mut memory = AckMemory::new(4);
+        memory.acked_unheld(id(1));
+        memory.acked_unheld(id(1));
+        memory.on_reconnect(false);
+        assert!(acked(&memory, 1));
     }
 
     #[test]
