@@ -317,6 +317,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         let withheld = self.rewind.take();
         self.chunk_gate.starting_over(self.queue.earliest_chunked());
         let flow = self.queue.rewind();
+        self.acked.on_rewind();
         self.clear_held();
         self.epoch += 1;
         self.actions.rewind(self.epoch);

@@ -364,6 +364,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.queue.reset();
         // The new subscribe grants the whole queue: withheld permits are moot.
         self.rewind.take();
+        self.acked.on_reconnect(self.config.lost_acks_resent);
         self.clear_held();
         self.epoch += 1;
         self.actions.keep_across_reconnect();
@@ -523,10 +524,10 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.actions.forward(origin, redelivery_count, message);
     }
 
-    /// Everything the application holds will come again (but not what it
-    /// acked lately, which the broker may not have applied yet).
+    /// Everything the application holds will come again (the caller has
+    /// kept what it acked lately, which the broker may not have applied
+    /// yet, in the ack memory).
     fn clear_held(&mut self) {
-        self.acked.on_reconnect(self.config.lost_acks_resent);
         self.held.clear();
         self.leases.clear();
         self.nacks.clear();

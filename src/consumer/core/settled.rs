@@ -136,6 +136,14 @@ impl AckMemory {
             .settle_into(&mut self.settled, &self.confirmed, lost);
     }
 
+    /// The consumer asked the broker to send everything unacked again (a
+    /// rewind on Exclusive or Failover), on the same connection: as
+    /// [`on_reconnect`](Self::on_reconnect), but the ACKs in flight are
+    /// still answered there, so their acks keep their stamps.
+    pub(crate) fn on_rewind(&mut self) {
+        self.on_reconnect(true);
+    }
+
     /// The subscription was moved (a seek): acked messages may come again
     /// on purpose, so nothing is remembered.
     pub(crate) fn forget(&mut self) {

@@ -634,3 +634,31 @@ fn skipped_members_count_as_acked_for_the_entry_ack() -> Result<(), Box<dyn std:
     );
     Ok(())
 }
+
+#[test]
+fn an_ack_sent_across_a_nack_rewind_is_confirmed_by_its_answer() {
+    // Exclusive, no receipts: an ACK whose answer comes after a rewind a
+    // nack asked for (same consumer, same connection) is confirmed by it,
+    // so an operator's reset later brings the message back.
+    let t0 = crate::clock::now();
+    let mut core = exclusive_with(2, 2, t0);
+    core.ack(t0, id(1));
+    let sent = core.ack_mark();
+    assert_eq!(drain(&mut core), [ack(&[id(1)])]);
+    core.nack(t0, id(2), 0);
+    assert!(core.pop_for_application(t0 + ms(100)).is_none());
+    core.on_tick(t0 + ms(100));
+    assert!(matches!(drain(&mut core)[..], [A::RedeliverAll { .. }, ..]));
+    // The ACK's answer.
+    core.acks_confirmed(sent);
+    // The operator resets the cursor: the consumer subscribes again.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, msg(id(1), 0)).unwrap();
+    assert_eq!(
+        core.pop_for_application(t0).map(|m| m.id),
+        Some(id(1)),
+        "the reset's copy is handed out"
+    );
+}
