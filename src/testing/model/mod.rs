@@ -62,6 +62,11 @@ pub(crate) struct Model {
     next_conn: ConnId,
     next_ledger: u64,
     events: Vec<Event>,
+    /// The name each consumer gave in its SUBSCRIBE, by connection and id.
+    consumer_names: HashMap<(ConnId, u64), String>,
+    /// Per ack event (its index in `events`), the name of the consumer
+    /// whose ACK it records.
+    acked_by: HashMap<usize, String>,
     failing: HashMap<String, VecDeque<ServerError>>,
     slow: HashMap<String, Duration>,
     held: Vec<HeldSend>,
@@ -82,6 +87,8 @@ impl Model {
             next_conn: 1,
             next_ledger: 100,
             events: Vec::new(),
+            consumer_names: HashMap::new(),
+            acked_by: HashMap::new(),
             failing: HashMap::new(),
             slow: HashMap::new(),
             held: Vec::new(),
@@ -106,6 +113,12 @@ impl Model {
     /// Every event so far.
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// The name of the consumer whose ACK the ack event at `index` (of
+    /// [`events`](Self::events)) records, if it gave one.
+    pub(crate) fn acked_by(&self, index: usize) -> Option<&str> {
+        self.acked_by.get(&index).map(String::as_str)
     }
 
     /// Makes `topic` a partitioned topic of `partitions` partitions.
@@ -515,6 +528,10 @@ impl Model {
         let Some(s) = &frame.command.subscribe else {
             return;
         };
+        if let Some(name) = &s.consumer_name {
+            self.consumer_names
+                .insert((conn, s.consumer_id), name.clone());
+        }
         let kind = s.sub_type();
         let durable = s.durable.unwrap_or(true);
         let t = self.ensure_topic(&s.topic);
@@ -658,6 +675,8 @@ impl Model {
         // On Key_Shared an entry acked may free a key held for its new
         // consumer.
         let frees_keys = key_shared && !acked.is_empty();
+        let by = self.consumer_names.get(&(conn, a.consumer_id)).cloned();
+        let first = self.events.len();
         for id in acked {
             self.event(
                 now,
@@ -678,6 +697,11 @@ impl Model {
                     members,
                 },
             );
+        }
+        if let Some(by) = by {
+            for index in first..self.events.len() {
+                self.acked_by.insert(index, by.clone());
+            }
         }
         if let Some(request_id) = a.request_id {
             self.reply(conn, replies::ack_response(a.consumer_id, request_id));

@@ -99,7 +99,7 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
                         .journal()
                         .violation(format!("closing consumer {instance} failed: {e}"));
                 }
-                match stage.subscribe().await {
+                match stage.subscribe(next).await {
                     Ok(consumer) => stage.start_consumer(next, consumer),
                     Err(e) => stage
                         .journal()

@@ -71,6 +71,8 @@ struct AckedOk {
 /// When an ack of the application began.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AckBegan {
+    /// The consumer instance acking.
+    pub(crate) consumer: usize,
     /// The rewind epoch then.
     pub(crate) epoch: u64,
     /// How many events the broker had recorded then.
@@ -504,18 +506,20 @@ impl Journal {
         (self.tick(), self.epoch)
     }
 
-    /// An ack of the application begins now.
-    fn ack_began(&self) -> AckBegan {
+    /// An ack of the application, by consumer `consumer`, begins now.
+    fn ack_began(&self, consumer: usize) -> AckBegan {
         AckBegan {
+            consumer,
             epoch: self.epoch,
             events: self.broker_events(),
         }
     }
 
-    /// The application begins an individual ack of `name`.
-    pub(crate) fn ack_attempted(&mut self, name: &str) -> (u64, u64) {
+    /// The application begins an individual ack of `name` on consumer
+    /// `instance`.
+    pub(crate) fn ack_attempted(&mut self, instance: usize, name: &str) -> (u64, u64) {
         self.attempted.insert(name.to_owned());
-        let began = self.ack_began();
+        let began = self.ack_began(instance);
         self.ack_began
             .entry(name.to_owned())
             .or_default()
@@ -523,17 +527,23 @@ impl Journal {
         self.ack_begins()
     }
 
-    /// The application's handler returned `Ack` for `name`.
-    pub(crate) fn handler_acked(&mut self, name: String) {
+    /// The handler of consumer `instance` returned `Ack` for `name`.
+    pub(crate) fn handler_acked(&mut self, instance: usize, name: String) {
         self.note(|| format!("the handler acked {name}"));
-        let began = self.ack_began();
+        let began = self.ack_began(instance);
         self.ack_began.entry(name.clone()).or_default().push(began);
         self.consumed.insert(name);
     }
 
-    /// The application begins a cumulative ack up to `id` of `topic`.
-    pub(crate) fn cumulative_attempted(&mut self, topic: &str, id: MessageId) -> (u64, u64) {
-        let began = self.ack_began();
+    /// The application begins a cumulative ack up to `id` of `topic` on
+    /// consumer `instance`.
+    pub(crate) fn cumulative_attempted(
+        &mut self,
+        instance: usize,
+        topic: &str,
+        id: MessageId,
+    ) -> (u64, u64) {
+        let began = self.ack_began(instance);
         self.cumulative_acks.push((topic.to_owned(), id, began));
         self.ack_begins()
     }

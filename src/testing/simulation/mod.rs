@@ -354,7 +354,7 @@ impl Simulation {
         });
 
         for instance in 0..stage.workload.consumers {
-            match stage.subscribe().await {
+            match stage.subscribe(instance).await {
                 Ok(consumer) => stage.start_consumer(instance, consumer),
                 Err(e) => stage
                     .journal()

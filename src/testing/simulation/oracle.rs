@@ -409,6 +409,8 @@ pub(crate) struct AckEvent {
     topic: String,
     entry: MessageId,
     members: Option<Vec<i32>>,
+    /// The name of the consumer whose ACK it was.
+    by: Option<String>,
 }
 
 /// Every ack the broker applied on the subscription of `topics`, in order.
@@ -426,6 +428,7 @@ fn ack_events(model: &Model, topics: &[String]) -> Vec<AckEvent> {
                 topic: e.topic.clone(),
                 entry: *id,
                 members: None,
+                by: model.acked_by(index).map(str::to_owned),
             }),
             EventKind::MembersAcked {
                 subscription,
@@ -436,6 +439,7 @@ fn ack_events(model: &Model, topics: &[String]) -> Vec<AckEvent> {
                 topic: e.topic.clone(),
                 entry: *id,
                 members: Some(members.clone()),
+                by: model.acked_by(index).map(str::to_owned),
             }),
             _ => None,
         })
@@ -540,8 +544,12 @@ fn rewinds_kept(
                     .min()
                     .unwrap_or(mark)
                     .min(mark);
+                // Applied by that consumer: another's ack of the message
+                // is none of its client's business.
+                let by = super::roles::consumer_name(began.consumer);
                 let applied = acks
                     .iter()
+                    .filter(|a| a.by.as_ref().is_none_or(|b| *b == by))
                     .filter(|a| began.events <= a.index && a.index < end)
                     .filter(|a| (a.topic.as_str(), a.entry.ledger_id, a.entry.entry_id) == key)
                     .filter(|a| covers(a, k))

@@ -23,6 +23,12 @@ use super::plan::{AckStyle, Api, MAX_MESSAGE_SIZE, Workload, mix};
 /// The subscription every consumer of a simulation joins.
 pub(crate) const SUBSCRIPTION: &str = "sim";
 
+/// The name consumer `instance` gives the broker: the broker's record of
+/// each ACK names who sent it.
+pub(crate) fn consumer_name(instance: usize) -> String {
+    format!("consumer-{instance}")
+}
+
 /// The size of a message that goes in chunks.
 const CHUNKED: usize = MAX_MESSAGE_SIZE * 5 / 2;
 
@@ -106,12 +112,13 @@ impl Stage {
         }
     }
 
-    /// A consumer as the workload sets it up.
-    pub(crate) async fn subscribe(&self) -> Result<Consumer, ConsumerError> {
+    /// Consumer `instance` as the workload sets it up.
+    pub(crate) async fn subscribe(&self, instance: usize) -> Result<Consumer, ConsumerError> {
         let w = &self.workload;
         let mut b = self
             .client
             .consumer(&self.topic, SUBSCRIPTION)
+            .consumer_name(consumer_name(instance))
             .subscription_type(w.kind)
             .initial_position(crate::consumer::InitialPosition::Earliest)
             .receiver_queue_size(w.receiver_queue)
@@ -261,7 +268,7 @@ impl Stage {
                     let outcome = handler(msg).await;
                     let mut journal = stage.journal();
                     match outcome {
-                        Outcome::Ack => journal.handler_acked(name),
+                        Outcome::Ack => journal.handler_acked(instance, name),
                         Outcome::Retry | Outcome::RetryLater(_) | Outcome::Leave => {
                             journal.asked_again(&name);
                         }
@@ -274,7 +281,7 @@ impl Stage {
                 }
                 Ok(match stage.decide(&name) {
                     Act::Ack => {
-                        stage.journal().handler_acked(name);
+                        stage.journal().handler_acked(instance, name);
                         Outcome::Ack
                     }
                     Act::Nack => {
@@ -322,7 +329,7 @@ impl Stage {
                 }
             }
             Act::Ack => {
-                let begun = self.journal().ack_attempted(&name);
+                let begun = self.journal().ack_attempted(instance, &name);
                 if consumer.ack(msg).await.is_ok() {
                     self.journal()
                         .acked(instance, &name, (msg.topic(), msg.id()), begun);
@@ -337,7 +344,9 @@ impl Stage {
     }
 
     async fn ack_cumulative(&self, instance: usize, consumer: &Consumer, msg: &Message) {
-        let begun = self.journal().cumulative_attempted(msg.topic(), msg.id());
+        let begun = self
+            .journal()
+            .cumulative_attempted(instance, msg.topic(), msg.id());
         if consumer.ack_cumulative(msg).await.is_ok() {
             self.journal()
                 .acked_cumulative(instance, msg.topic(), msg.id(), begun);
