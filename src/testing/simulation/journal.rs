@@ -130,6 +130,9 @@ pub(crate) struct Journal {
     /// Epochs begun by a seek that failed without moving the cursor: no
     /// rewind at all.
     void_epochs: HashSet<u64>,
+    /// Epochs begun by a seek that failed on some partitions only: a
+    /// rewind of the partitions it moved alone.
+    partial_epochs: HashMap<u64, HashSet<String>>,
     /// Faults fired, with when.
     pub(crate) faults: Vec<(u64, FaultKind)>,
     /// Confirmed sends: name → the id the broker gave.
@@ -730,25 +733,42 @@ impl Journal {
             .and_then(|e| self.rewind_marks.get(e as usize))
             .copied()
             .unwrap_or(0);
-        let moved = self.broker.as_ref().is_some_and(|broker| {
-            broker.with_model(|m| {
-                m.events().iter().skip(since).any(|e| {
-                    matches!(&e.kind, EventKind::CursorMoved { subscription, .. } if subscription == SUBSCRIPTION)
+        let moved: HashSet<String> = self
+            .broker
+            .as_ref()
+            .map(|broker| {
+                broker.with_model(|m| {
+                    m.events()
+                        .iter()
+                        .skip(since)
+                        .filter(|e| {
+                            matches!(&e.kind, EventKind::CursorMoved { subscription, .. } if subscription == SUBSCRIPTION)
+                        })
+                        .map(|e| e.topic.clone())
+                        .collect()
                 })
             })
-        });
-        self.note(|| format!("the seek failed ({error}); the cursor moved: {moved}"));
-        if moved {
-            self.next_epoch();
-        } else {
+            .unwrap_or_default();
+        self.note(|| format!("the seek failed ({error}); the cursors moved: {moved:?}"));
+        if moved.is_empty() {
             self.void_epochs.insert(began);
+        } else {
+            self.next_epoch();
+            self.partial_epochs.insert(began, moved.clone());
+            self.partial_epochs.insert(self.epoch, moved);
         }
     }
 
-    /// The latest rewind epoch at or before `epoch` that was a rewind (0:
-    /// none was).
-    pub(crate) fn real_epoch(&self, mut epoch: u64) -> u64 {
-        while epoch > 0 && self.void_epochs.contains(&epoch) {
+    /// The latest rewind epoch at or before `epoch` that rewound `topic`
+    /// (0: none did).
+    pub(crate) fn real_epoch(&self, mut epoch: u64, topic: &str) -> u64 {
+        while epoch > 0
+            && (self.void_epochs.contains(&epoch)
+                || self
+                    .partial_epochs
+                    .get(&epoch)
+                    .is_some_and(|moved| !moved.contains(topic)))
+        {
             epoch -= 1;
         }
         epoch

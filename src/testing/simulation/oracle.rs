@@ -505,7 +505,10 @@ fn rewinds_kept(
     };
     let mut reported = HashSet::new();
     for ack in acks.iter().filter(|a| a.index >= first) {
-        let epoch = journal.real_epoch(marks.iter().filter(|&&m| m <= ack.index).count() as u64);
+        let epoch = journal.real_epoch(
+            marks.iter().filter(|&&m| m <= ack.index).count() as u64,
+            &ack.topic,
+        );
         if epoch == 0 {
             continue;
         }
