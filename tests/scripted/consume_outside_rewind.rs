@@ -457,3 +457,69 @@ async fn a_message_acked_twice_counts_as_applied_once_either_ack_is_confirmed() 
     )
     .await;
 }
+
+// Exclusive, grouped acks: the application's ACK went out; a nack's
+// rewind brought the message again before the broker read it, so the copy
+// was dropped and its ack again waits in the group when the ACK is
+// answered and an operator resets the cursor. The broker had applied the
+// ack: the waiting one is not sent under the new consumer, where it would
+// ack the reset's copy the application never saw since.
+#[tokio::test(start_paused = true)]
+async fn a_grouped_ack_again_of_an_applied_message_is_not_sent_after_a_reset() {
+    let net = FakeNetwork::new();
+    guard("a grouped ack again across a reset", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Exclusive)
+                .ack_group_time(Duration::from_millis(100))
+        })
+        .await;
+        send(&mut broker, id, 1..=2, "first").await;
+        let one = consumer.receive().await.expect("receive");
+        consumer.ack(&one).await.expect("ack");
+        let two = consumer.receive().await.expect("receive");
+        consumer.nack(&two).expect("nack");
+        // The application asks for more: the rewind goes out; the group's
+        // ACK too, unanswered for now.
+        let (next, first) = tokio::join!(consumer.receive(), async {
+            let mut first = None;
+            let mut rewound = false;
+            while first.is_none() || !rewound {
+                let frame = broker.recv().await.expect("the client's frames");
+                rewound |= frame.command.r#type() == Type::RedeliverUnacknowledgedMessages;
+                if let Some(ack) = frame.command.ack {
+                    assert_eq!(ack.message_id[0].entry_id, 1);
+                    first = ack.request_id;
+                }
+            }
+            // The rewind's copies, sent before the broker read the ACK.
+            send(&mut broker, id, 1..=2, "rewound").await;
+            first.expect("every ACK is a request")
+        });
+        assert_eq!(next.expect("receive").id().entry_id, 2, "1 dropped");
+        crate::common::until_idle().await;
+        broker.send(answer::ack_response(id, first)).await;
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        send(&mut broker, again, 1..=2, "again").await;
+        let taken = [
+            consumer.receive().await.expect("receive"),
+            consumer.receive().await.expect("receive"),
+        ];
+        assert_eq!(taken.each_ref().map(|m| m.id().entry_id), [1, 2]);
+        consumer.ack(&taken[1]).await.expect("ack");
+        loop {
+            let frame = broker.recv().await.expect("the client's frames");
+            let Some(ack) = frame.command.ack else {
+                continue;
+            };
+            let entries: Vec<u64> = ack.message_id.iter().map(|i| i.entry_id).collect();
+            assert!(
+                !entries.contains(&1),
+                "entry 1 acked after the reset: {entries:?}"
+            );
+            if entries.contains(&2) {
+                break;
+            }
+        }
+    })
+    .await;
+}

@@ -400,6 +400,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.acked.confirm_range(after, upto);
     }
 
+    /// Whether the broker applied an individual ack of `id` (see
+    /// [`acks_confirmed`](Self::acks_confirmed)); known until the next
+    /// [`on_reconnect`](Self::on_reconnect).
+    pub(crate) fn ack_applied(&self, id: MessageId) -> bool {
+        self.acked.applied(id)
+    }
+
     /// Whether an [`Action::Ack`] waits to be polled.
     pub(crate) fn has_queued_acks(&self) -> bool {
         self.actions.has_acks()

@@ -96,6 +96,22 @@ impl AckMemory {
         self.settled.covers(id, position)
     }
 
+    /// Whether the broker applied an ack of `id` (acked individually):
+    /// the ACK that carried it was answered. Known until the next
+    /// reconnect, which forgets applied acks.
+    pub(crate) fn applied(&self, id: MessageId) -> bool {
+        let confirmed = |stamp| self.confirmed.contains(stamp);
+        self.settled
+            .ids
+            .get(&id)
+            .is_some_and(|s| confirmed(s.first) || confirmed(s.latest))
+            || self
+                .recent
+                .ids
+                .iter()
+                .any(|&(held, stamp)| held == id && confirmed(stamp))
+    }
+
     /// The stamp of the last ack recorded: once the broker answered the
     /// ACKs sent after it, [`confirm`](Self::confirm) it.
     pub(crate) fn mark(&self) -> Stamp {

@@ -129,8 +129,18 @@ impl AckWaiters {
     /// The connection or consumer is gone: flights in flight go out again
     /// after the next subscribe (their late outcomes are ignored).
     pub(super) fn requeue_in_flight(&mut self) {
-        let lost = self.in_flight.drain().map(|(_, f)| f);
-        self.resend.extend(lost.filter(|f| !f.confirms_only()));
+        for (_, flight) in self.in_flight.drain() {
+            if flight.confirms_only() {
+                continue;
+            }
+            if flight.acks.is_empty() {
+                // Every ack it carried was applied (see
+                // `Driver::drop_applied_acks`).
+                flight.answer(|| Ok(()));
+            } else {
+                self.resend.push(flight);
+            }
+        }
     }
 
     /// The mark answers to ACKs sent now confirm: the last pass's, or the
@@ -236,6 +246,31 @@ impl Driver {
             }
             (key, token, result)
         });
+    }
+
+    /// Drops, from the acks of sub `index` that would go out again under
+    /// its next subscription (grouped, or in ACK requests not answered),
+    /// the individual acks of messages the broker already applied an ack
+    /// of (an ack again of a dropped copy, say): sent after an outside
+    /// rewind, they would ack the copies it brings back, unseen. Call it
+    /// once the answers in are taken, before the core forgets which acks
+    /// were applied.
+    pub(super) fn drop_applied_acks(&mut self, index: usize) {
+        let shelved = self.shelf.lock();
+        let core = &shelved.slots[index].core;
+        let applied = |d: &MessageIdData| {
+            d.ack_set.is_empty() && core.ack_applied(crate::MessageId::from_proto(d))
+        };
+        let sub = &mut self.subs[index];
+        sub.grouped.retain(|d| !applied(d));
+        for flight in sub.acks.in_flight.values_mut() {
+            for ack in &mut flight.acks {
+                if ack.kind == AckType::Individual {
+                    ack.ids.retain(|d| !applied(d));
+                }
+            }
+            flight.acks.retain(|ack| !ack.ids.is_empty());
+        }
     }
 
     /// Takes the outcomes of the flights already answered. The connection

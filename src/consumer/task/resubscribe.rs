@@ -128,6 +128,7 @@ impl Driver {
     pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         // Answers that came before the loss confirm their acks first.
         self.take_answered_acks();
+        self.drop_applied_acks(index);
         let sub = &mut self.subs[index];
         let durable = self.settings.options.durable;
         {
