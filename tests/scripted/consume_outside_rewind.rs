@@ -523,3 +523,42 @@ async fn a_grouped_ack_again_of_an_applied_message_is_not_sent_after_a_reset() {
     })
     .await;
 }
+
+// One pass over the consumer's actions sends two ACK frames (a nack's
+// REDELIVER between them); the broker answers the first and closes the
+// consumer (a reset) before it reads the second. The first's ack was
+// applied: the reset's copy of its message is handed out; the second's
+// may be lost, so its message's copy is dropped and acked again.
+#[tokio::test(start_paused = true)]
+async fn acks_of_an_answered_frame_count_as_applied_when_a_later_frame_is_not() {
+    let net = FakeNetwork::new();
+    guard("a pass of two ACK frames, the first answered", async {
+        let (mut consumer, mut broker, id) = subscribed(&net, SubscriptionType::Shared).await;
+        send(&mut broker, id, 1..=4, "first").await;
+        // Taken, acked and nacked without yielding: the consumer's task
+        // sends ACK [1], REDELIVER [2], ACK [3] in one pass.
+        let taken = [
+            consumer.receive().await.expect("receive"),
+            consumer.receive().await.expect("receive"),
+            consumer.receive().await.expect("receive"),
+        ];
+        consumer.ack(&taken[0]).await.expect("ack");
+        consumer.nack(&taken[1]).expect("nack");
+        consumer.ack(&taken[2]).await.expect("ack");
+        let mut frames = Vec::new();
+        while frames.len() < 2 {
+            let frame = broker.recv().await.expect("the client's frames");
+            if let Some(ack) = frame.command.ack {
+                let entries: Vec<u64> = ack.message_id.iter().map(|i| i.entry_id).collect();
+                frames.push((entries, ack.request_id.expect("a request")));
+            }
+        }
+        assert_eq!(frames[0].0, [1]);
+        assert_eq!(frames[1].0, [3]);
+        broker.send(answer::ack_response(id, frames[0].1)).await;
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        send(&mut broker, again, 1..=4, "again").await;
+        assert_eq!(received(&mut consumer, 3).await, [1, 2, 4], "3 dropped");
+    })
+    .await;
+}

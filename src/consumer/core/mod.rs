@@ -407,6 +407,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.acked.applied(id)
     }
 
+    /// The broker answered the ACK requests that acked `ids` individually
+    /// (though not every request their mark covers): those acks are
+    /// applied.
+    pub(crate) fn acks_applied(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        self.acked.mark_applied(ids);
+    }
+
     /// Whether an [`Action::Ack`] waits to be polled.
     pub(crate) fn has_queued_acks(&self) -> bool {
         self.actions.has_acks()

@@ -41,6 +41,10 @@ type Stamp = u64;
 /// connection confirms it.)
 const UNCONFIRMED_AT_RECONNECT: Stamp = Stamp::MAX;
 
+/// The stamp of an ack known applied (its own ACK answered, though not
+/// every ACK sent beside it): confirmed whatever the marks say.
+const APPLIED: Stamp = 0;
+
 /// Acks remembered to drop the copies of acked messages.
 #[derive(Debug)]
 pub(crate) struct AckMemory {
@@ -110,6 +114,22 @@ impl AckMemory {
                 .ids
                 .iter()
                 .any(|&(held, stamp)| held == id && confirmed(stamp))
+    }
+
+    /// The broker answered ACKs that acked `ids` individually: those acks
+    /// are applied, whatever becomes of the ACKs sent beside them.
+    pub(crate) fn mark_applied(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        let ids: std::collections::HashSet<MessageId, IdBuildHasher> = ids.into_iter().collect();
+        for id in &ids {
+            if let Some(stamps) = self.settled.ids.get_mut(id) {
+                stamps.first = APPLIED;
+            }
+        }
+        for (id, stamp) in &mut self.recent.ids {
+            if ids.contains(id) {
+                *stamp = APPLIED;
+            }
+        }
     }
 
     /// The stamp of the last ack recorded: once the broker answered the

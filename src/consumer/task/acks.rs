@@ -24,6 +24,7 @@
 //! elsewhere brings them on purpose) while the others are dropped.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -52,6 +53,13 @@ pub(super) struct Flight {
     /// acks recorded after it, so its answers confirm those alone, even
     /// before the answers of earlier flights.
     pub(super) after: Option<u64>,
+    /// The ids each of its ACK frames acks individually, in the order
+    /// sent (none for a cumulative one).
+    pub(super) frames: Vec<Vec<MessageId>>,
+    /// How many of its ACK frames the broker answered so far, in order: a
+    /// flight cut short by a lost consumer has their acks applied all the
+    /// same.
+    pub(super) answered: Arc<AtomicUsize>,
 }
 
 impl Flight {
@@ -73,6 +81,44 @@ impl Flight {
 
 /// The outcome of one flight: sub key, token, result.
 pub(super) type Landed = (SubKey, u64, Result<(), ConnectionError>);
+
+/// The answer to one ACK request, with the ids it acks individually (none
+/// for a cumulative ack).
+pub(super) struct AckAnswer {
+    pub(super) ids: Vec<MessageId>,
+    pub(super) answer: BoxFuture<'static, Result<Response, ConnectionError>>,
+}
+
+/// The ids `run` acks individually: none for a cumulative ack.
+pub(super) fn individual_ids(run: &[MessageIdData], kind: AckType) -> Vec<MessageId> {
+    match kind {
+        AckType::Individual => run.iter().map(MessageId::from_proto).collect(),
+        AckType::Cumulative => Vec::new(),
+    }
+}
+
+/// A flight's outcome once `answers` came, in order (the first error ends
+/// it), counting in `answered` the ones that were successes.
+fn answered_in_order<F>(
+    key: SubKey,
+    token: u64,
+    answers: Vec<F>,
+    answered: &Arc<AtomicUsize>,
+) -> impl Future<Output = Landed> + Send + 'static
+where
+    F: Future<Output = Result<Response, ConnectionError>> + Send + 'static,
+{
+    let answered = answered.clone();
+    async move {
+        for answer in answers {
+            if let Err(e) = answer.await {
+                return (key, token, Err(e));
+            }
+            answered.fetch_add(1, Ordering::AcqRel);
+        }
+        (key, token, Ok(()))
+    }
+}
 
 /// The flights waiting for their answers, polled by the driver alone
 /// (through `&mut`). The mutex is never locked: it only makes the set
@@ -183,69 +229,89 @@ impl Driver {
     /// Sends `flight` on sub `index`'s connection as its consumer, each ACK
     /// as a request; the outcome comes back through the loop
     /// ([`Driver::ack_landed`]).
-    pub(super) fn send_flight(&mut self, index: usize, flight: Flight) {
+    pub(super) fn send_flight(&mut self, index: usize, mut flight: Flight) {
         let sub = &mut self.subs[index];
         let token = self.ack_tokens;
         self.ack_tokens += 1;
-        let (conn, id, acks, key) = (&sub.conn, sub.id, flight.acks.clone(), sub.key);
-        sub.acks.in_flight.insert(token, flight);
+        let (conn, id, key) = (&sub.conn, sub.id, sub.key);
         // Queued now, in order with what the driver sends next (each ACK
         // frame names at most a frame's worth of ids); only the answers
         // are awaited in the set.
-        let answers: Vec<_> = acks
-            .into_iter()
+        let mut frames = Vec::new();
+        let answers: Vec<_> = flight
+            .acks
+            .iter()
             .flat_map(|ack| {
                 let kind = ack.kind;
-                commands::split_ids(ack.ids)
+                commands::split_ids(ack.ids.clone())
                     .into_iter()
                     .map(move |ids| (ids, kind))
             })
             .map(|(ids, kind)| {
+                frames.push(individual_ids(&ids, kind));
                 conn.queue_request("ACK", move |request| {
                     commands::ack(id, ids, kind, Some(request))
                 })
             })
             .collect();
-        self.ack_flights.push(async move {
-            let mut result = Ok(());
-            for answer in answers {
-                if let Err(e) = answer.await {
-                    result = Err(e);
-                    break;
-                }
-            }
-            (key, token, result)
-        });
+        flight.frames = frames;
+        flight.answered = Arc::default();
+        let landed = answered_in_order(key, token, answers, &flight.answered);
+        sub.acks.in_flight.insert(token, flight);
+        self.ack_flights.push(landed);
     }
 
     /// Confirms `mark` to sub `index`'s core once every answer in
-    /// `answers` (to ACK requests sent already, in order) is a success.
-    pub(super) fn confirm_when_answered<F>(&mut self, index: usize, answers: Vec<F>, mark: u64)
-    where
-        F: Future<Output = Result<Response, ConnectionError>> + Send + 'static,
-    {
+    /// `answers` (to ACK requests sent already, in order, each with the
+    /// ids it acks individually) is a success.
+    pub(super) fn confirm_when_answered(
+        &mut self,
+        index: usize,
+        answers: Vec<AckAnswer>,
+        mark: u64,
+    ) {
         if answers.is_empty() {
             return;
         }
         let sub = &mut self.subs[index];
         let token = self.ack_tokens;
         self.ack_tokens += 1;
+        let (frames, answers): (Vec<_>, Vec<_>) =
+            answers.into_iter().map(|a| (a.ids, a.answer)).unzip();
         let flight = Flight {
             mark,
+            frames,
             ..Flight::default()
         };
+        let landed = answered_in_order(sub.key, token, answers, &flight.answered);
         sub.acks.in_flight.insert(token, flight);
-        let key = sub.key;
-        self.ack_flights.push(async move {
-            let mut result = Ok(());
-            for answer in answers {
-                if let Err(e) = answer.await {
-                    result = Err(e);
-                    break;
-                }
+        self.ack_flights.push(landed);
+    }
+
+    /// The acks of the ACK frames of `flight` the broker answered before
+    /// it was cut short (its consumer lost): they are applied, so they
+    /// count as confirmed and are not sent again.
+    pub(super) fn take_partial_answers(&mut self, index: usize, flight: &mut Flight) {
+        let answered = flight
+            .answered
+            .load(Ordering::Acquire)
+            .min(flight.frames.len());
+        if answered == 0 {
+            return;
+        }
+        let applied: Vec<MessageId> = flight.frames.drain(..answered).flatten().collect();
+        flight.answered.store(0, Ordering::Release);
+        self.shelf.lock().slots[index]
+            .core
+            .acks_applied(applied.iter().copied());
+        let applied: std::collections::HashSet<_> = applied.into_iter().collect();
+        for ack in &mut flight.acks {
+            if ack.kind == AckType::Individual {
+                ack.ids
+                    .retain(|d| !applied.contains(&MessageId::from_proto(d)));
             }
-            (key, token, result)
-        });
+        }
+        flight.acks.retain(|ack| !ack.ids.is_empty());
     }
 
     /// Drops, from the acks of sub `index` that would go out again under
@@ -256,6 +322,11 @@ impl Driver {
     /// once the answers in are taken, before the core forgets which acks
     /// were applied.
     pub(super) fn drop_applied_acks(&mut self, index: usize) {
+        let mut in_flight = std::mem::take(&mut self.subs[index].acks.in_flight);
+        for flight in in_flight.values_mut() {
+            self.take_partial_answers(index, flight);
+        }
+        self.subs[index].acks.in_flight = in_flight;
         let shelved = self.shelf.lock();
         let core = &shelved.slots[index].core;
         let applied = |d: &MessageIdData| {
@@ -290,10 +361,13 @@ impl Driver {
         let Some(index) = self.index_of(key) else {
             return; // its topic left: its replies were answered then
         };
-        let sub = &mut self.subs[index];
-        let Some(flight) = sub.acks.in_flight.remove(&token) else {
+        let Some(mut flight) = self.subs[index].acks.in_flight.remove(&token) else {
             return; // requeued at a reconnect: the resend answers
         };
+        if result.is_err() {
+            self.take_partial_answers(index, &mut flight);
+        }
+        let sub = &mut self.subs[index];
         match result {
             Ok(()) => {
                 let core = &mut self.shelf.lock().slots[index].core;

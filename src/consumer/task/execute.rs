@@ -361,17 +361,13 @@ impl Driver {
     }
 }
 
-/// The answer to an ACK request, awaited elsewhere.
-type AckAnswer =
-    futures::future::BoxFuture<'static, Result<Response, crate::connection::ConnectionError>>;
-
 /// Sends the individual acks gathered so far (one ACK frame, more only
 /// past the frame size limit); their answers go to `answers`.
 async fn send_individual(
     conn: &Connection,
     consumer: ConsumerId,
     ids: &mut Vec<crate::proto::MessageIdData>,
-    answers: &mut Vec<AckAnswer>,
+    answers: &mut Vec<acks::AckAnswer>,
 ) {
     if ids.is_empty() {
         return;
@@ -392,15 +388,19 @@ async fn send_acks(
     consumer: ConsumerId,
     runs: Vec<Vec<crate::proto::MessageIdData>>,
     kind: AckType,
-    answers: &mut Vec<AckAnswer>,
+    answers: &mut Vec<acks::AckAnswer>,
 ) -> Result<(), crate::connection::ConnectionError> {
     for run in runs {
+        let ids = acks::individual_ids(&run, kind);
         let answer = conn
             .send_request("ACK", |request| {
                 commands::ack(consumer, run, kind, Some(request))
             })
             .await?;
-        answers.push(Box::pin(answer));
+        answers.push(acks::AckAnswer {
+            ids,
+            answer: Box::pin(answer),
+        });
     }
     Ok(())
 }
