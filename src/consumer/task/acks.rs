@@ -89,12 +89,29 @@ pub(super) struct AckAnswer {
     pub(super) answer: BoxFuture<'static, Result<Response, ConnectionError>>,
 }
 
-/// The ids `run` acks individually: none for a cumulative ack.
+/// The ids `run` acks individually: an entry, or with an `ack_set` (batch
+/// index ack) the members it leaves clear; none for a cumulative ack.
 pub(super) fn individual_ids(run: &[MessageIdData], kind: AckType) -> Vec<MessageId> {
-    match kind {
-        AckType::Individual => run.iter().map(MessageId::from_proto).collect(),
-        AckType::Cumulative => Vec::new(),
+    if kind == AckType::Cumulative {
+        return Vec::new();
     }
+    let mut ids = Vec::with_capacity(run.len());
+    for data in run {
+        let id = MessageId::from_proto(data);
+        if data.ack_set.is_empty() {
+            ids.push(id);
+            continue;
+        }
+        for (word, bits) in data.ack_set.iter().enumerate() {
+            for bit in 0..64 {
+                if bits & (1 << bit) == 0 {
+                    let member = i32::try_from(word * 64 + bit).unwrap_or(i32::MAX);
+                    ids.push(id.with_batch_index(member));
+                }
+            }
+        }
+    }
+    ids
 }
 
 /// A flight's outcome once `answers` came, in order (the first error ends
@@ -422,5 +439,28 @@ impl Driver {
                 Ok(None) | Err(_) => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_acks_its_entries_or_the_members_its_ack_sets_leave_clear() {
+        let entry = MessageId::new(7, 3).to_proto();
+        let mut members = MessageId::new(7, 4).to_proto();
+        // Members 1 and 2 of a batch of 3 acked: bit 0 stays set.
+        members.ack_set = vec![0b1 | !0b111];
+        let ids = individual_ids(&[entry, members], AckType::Individual);
+        assert_eq!(
+            ids,
+            [
+                MessageId::new(7, 3),
+                MessageId::new(7, 4).with_batch_index(1),
+                MessageId::new(7, 4).with_batch_index(2),
+            ]
+        );
+        assert!(individual_ids(&[MessageId::new(7, 3).to_proto()], AckType::Cumulative).is_empty());
     }
 }
