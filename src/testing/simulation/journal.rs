@@ -568,6 +568,17 @@ impl Journal {
     ) {
         let (at, epoch) = begun;
         self.note(|| format!("consumer {instance} acked {name} Ok (begun #{at})"));
+        // An ack begun before a cursor reset and answered after it was
+        // applied after it (its consumer's subscription ended first): it
+        // acks the reset's copy, by the application's word before the
+        // reset, as the Java client sends its pending acks on a reconnect.
+        if self
+            .owed_after_reset
+            .get(name)
+            .is_some_and(|owed| owed.reset_at > at)
+        {
+            self.owed_after_reset.remove(name);
+        }
         self.attempted.insert(name.to_owned());
         self.consumed.insert(name.to_owned());
         self.members_acked
