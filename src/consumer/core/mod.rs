@@ -360,11 +360,20 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// dead-letter forwards stay. Call [`on_subscribed`](Self::on_subscribed)
     /// once subscribed again.
     pub(crate) fn on_reconnect(&mut self) {
+        self.on_reconnect_unsent_after(self.acked.mark());
+    }
+
+    /// As [`on_reconnect`](Self::on_reconnect), where the acks recorded
+    /// after the mark `sent` (an [`ack_mark`](Self::ack_mark)) were not
+    /// sent yet (still queued as actions, or grouped): they go out under
+    /// the next subscription, whose answers confirm them.
+    pub(crate) fn on_reconnect_unsent_after(&mut self, sent: u64) {
         self.chunk_gate.starting_over(self.queue.earliest_chunked());
         self.queue.reset();
         // The new subscribe grants the whole queue: withheld permits are moot.
         self.rewind.take();
-        self.acked.on_reconnect(self.config.lost_acks_resent);
+        self.acked
+            .on_reconnect_unsent_after(self.config.lost_acks_resent, sent);
         self.clear_held();
         self.epoch += 1;
         self.actions.keep_across_reconnect();

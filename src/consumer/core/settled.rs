@@ -160,8 +160,16 @@ impl AckMemory {
     /// If the lost ACKs are `resent` on the next connection, their acks
     /// keep their stamps, so its answers confirm them; else nothing will.
     pub(crate) fn on_reconnect(&mut self, resent: bool) {
+        self.on_reconnect_unsent_after(resent, self.last);
+    }
+
+    /// As [`on_reconnect`](Self::on_reconnect), where the acks stamped
+    /// after `sent` were not sent yet: they go out under the next
+    /// subscription, whose answers confirm them, so they keep their
+    /// stamps.
+    pub(crate) fn on_reconnect_unsent_after(&mut self, resent: bool, sent: Stamp) {
         let lost = |stamp: Stamp| {
-            if resent {
+            if resent || stamp > sent {
                 stamp
             } else {
                 UNCONFIRMED_AT_RECONNECT

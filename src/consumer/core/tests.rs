@@ -662,3 +662,29 @@ fn an_ack_sent_across_a_nack_rewind_is_confirmed_by_its_answer() {
         "the reset's copy is handed out"
     );
 }
+
+#[test]
+fn an_ack_not_sent_before_a_reconnect_is_confirmed_by_its_answer_on_the_next_consumer() {
+    // No receipts: an ack recorded before the reconnect but not sent yet
+    // goes out under the next consumer, whose answer confirms it; a later
+    // reset's copy is then handed out.
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    deliver(&mut core, t0, msg(id(1), 0));
+    let sent = core.ack_mark();
+    core.ack(t0, id(1));
+    core.on_reconnect_unsent_after(sent);
+    core.on_subscribed(t0);
+    assert_eq!(drain(&mut core), [ack(&[id(1)]), A::Flow(1000)]);
+    core.acks_confirmed(core.ack_mark());
+    // An operator resets the cursor.
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, msg(id(1), 0)).unwrap();
+    assert_eq!(
+        core.pop_for_application(t0).map(|m| m.id),
+        Some(id(1)),
+        "the reset's copy is handed out"
+    );
+}

@@ -145,7 +145,9 @@ impl Driver {
                 .map(|(q, earliest)| (earliest, q.message.position()));
             let first_chunk = sub.chunks.first_pending();
             slot.position.on_reconnect(queued, first_chunk, durable);
-            slot.core.on_reconnect();
+            // Acks past the last pass's mark, or grouped, go out under
+            // the next subscription.
+            slot.core.on_reconnect_unsent_after(sub.acks.confirmable());
         }
         sub.chunks.restart();
         sub.generation += 1;
