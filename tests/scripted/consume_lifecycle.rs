@@ -448,3 +448,34 @@ async fn the_partitions_of_a_consumer_are_closed_together() {
     })
     .await;
 }
+
+// An Exclusive consumer closed while it subscribes again: `close()`
+// returns only once the subscription that attempt made is closed on the
+// broker, so another consumer can subscribe right after it.
+#[tokio::test(start_paused = true)]
+async fn a_close_waits_for_the_subscription_made_by_an_attempt_under_way() {
+    let net = FakeNetwork::new();
+    guard("a close while subscribing again", async {
+        let (consumer, mut broker, id) = subscribed(&net, SubscriptionType::Exclusive).await;
+        broker.send(close_consumer(id)).await;
+        let lookup = broker.expect(Type::Lookup).await;
+        answer_lookup_here(&mut broker, &lookup).await;
+        let subscribe = broker.expect(Type::Subscribe).await;
+        let body = subscribe.command.subscribe.as_ref().expect("body");
+        // The attempt waits for its answer when the application closes.
+        let closing = tokio::spawn(async move { consumer.close().await });
+        crate::common::until_idle().await;
+        assert!(
+            !closing.is_finished(),
+            "close returned before the attempt ended"
+        );
+        broker.send(answer::success(body.request_id)).await;
+        let orphan = expect_close(&mut broker).await;
+        assert_eq!(
+            orphan, body.consumer_id,
+            "the attempt's subscription is closed"
+        );
+        closing.await.expect("task").expect("close");
+    })
+    .await;
+}

@@ -335,7 +335,10 @@ impl Driver {
     /// (not after UNSUBSCRIBE: pulsar-lite answers a command for an unknown
     /// consumer by closing the whole shared connection).
     pub(super) async fn detach_all(&mut self, close: bool) {
-        self.resubscribes.shut().await;
+        // A subscribe under way takes at most the operation timeout, and
+        // so does closing what it made.
+        let limit = self.settings.client.operation_timeout().saturating_mul(2);
+        self.resubscribes.shut(limit).await;
         for index in 0..self.subs.len() {
             self.flush_acks(index).await;
         }

@@ -30,6 +30,8 @@ pub(super) struct Resubscribes {
     pub(super) backoff: HashMap<usize, Backoff>,
     /// Subs between losing their subscription and getting it back.
     pub(super) running: std::collections::HashSet<usize>,
+    /// The attempts' tasks not known finished.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Resubscribes {
@@ -67,13 +69,20 @@ impl Resubscribes {
     }
 
     /// No more attempts: running ones stop (or close what they make), and
-    /// subscriptions that arrived but were not taken yet are closed.
-    pub(super) async fn shut(&mut self) {
+    /// subscriptions that arrived but were not taken yet are closed. Waits
+    /// (for at most `limit`) until the attempts under way have closed what
+    /// they made: once the consumer is closed, the broker holds none of its
+    /// subscriptions, so another consumer may take an Exclusive one.
+    pub(super) async fn shut(&mut self, limit: Duration) {
         self.outcomes.close();
         while let Some(unclaimed) = self.outcomes.try_recv() {
             if let (_, _, Ok((conn, id, _))) = *unclaimed {
                 close_orphan(&conn, id).await;
             }
+        }
+        let tasks = futures::future::join_all(std::mem::take(&mut self.tasks));
+        if tokio::time::timeout(limit, tasks).await.is_err() {
+            debug!("a subscribe attempt still under way at the close");
         }
     }
 
@@ -91,8 +100,9 @@ impl Resubscribes {
         attempt: impl std::future::Future<Output = Result<Attached, ConsumerError>> + Send + 'static,
     ) {
         self.running.insert(index);
+        self.tasks.retain(|task| !task.is_finished());
         let tx = self.outcomes.sender();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = tx.closed() => return,
@@ -106,6 +116,7 @@ impl Resubscribes {
                 }
             }
         });
+        self.tasks.push(task);
     }
 }
 
