@@ -84,6 +84,8 @@ pub(crate) struct AckBegan {
 pub(crate) struct OwedCopy {
     /// The record of the reset.
     pub(crate) reset_at: u64,
+    /// How many events the broker had recorded at the reset.
+    pub(crate) reset_events: usize,
     /// (partition topic, where it is stored).
     pub(crate) topic: String,
     pub(crate) id: MessageId,
@@ -353,6 +355,7 @@ impl Journal {
     /// Records, at the cursor reset of record `at`, every message acked
     /// `Ok` as owed a hand-out.
     fn owe_acked(&mut self, at: u64) {
+        let reset_events = self.broker_events();
         for (name, ack) in &self.acked_ok {
             if ack.handed_since || ack.amid_seek {
                 continue;
@@ -371,6 +374,7 @@ impl Journal {
                 name.clone(),
                 OwedCopy {
                     reset_at: at,
+                    reset_events,
                     topic,
                     id: ack.id,
                     members_acked,

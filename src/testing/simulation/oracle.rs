@@ -339,8 +339,31 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
             .get(&(copy.topic.as_str(), copy.id.ledger_id, copy.id.entry_id))
             .copied()
             .unwrap_or(0);
-        let never_sent =
-            copy.id.is_batch_member() && !journal.batch_index_ack && copy.members_acked < size;
+        // Without batch index ack a member's `Ok` means recorded: the
+        // broker hears of it with its entry's ACK, once every member is
+        // acked. An entry ACK the reset overtook (lost with the consumer)
+        // is sent again after it, as the Java client sends its pending
+        // acks: what the broker did not apply between the rewind before
+        // and the reset is not owed.
+        let since = journal
+            .rewind_marks()
+            .iter()
+            .copied()
+            .filter(|&m| m < copy.reset_events)
+            .max()
+            .unwrap_or(0);
+        let entry_applied = || {
+            ack_events.iter().any(|a| {
+                (since..copy.reset_events).contains(&a.index)
+                    && a.members.is_none()
+                    && a.topic == copy.topic
+                    && (a.entry.ledger_id, a.entry.entry_id)
+                        == (copy.id.ledger_id, copy.id.entry_id)
+            })
+        };
+        let never_sent = copy.id.is_batch_member()
+            && !journal.batch_index_ack
+            && (copy.members_acked < size || !entry_applied());
         if !never_sent && !dead.contains(name.as_str()) {
             violations.push(format!(
                 "{name} ({} {}) was acked Ok before the cursor reset at record {}, and never handed out again after it",
