@@ -324,8 +324,13 @@ impl Driver {
         let applied: std::collections::HashSet<_> = applied.into_iter().collect();
         for ack in &mut flight.acks {
             if ack.kind == AckType::Individual {
-                ack.ids
-                    .retain(|d| !applied.contains(&MessageId::from_proto(d)));
+                // An id with an ack_set names its entry: applied once every
+                // member it leaves clear is.
+                ack.ids.retain(|d| {
+                    !individual_ids(std::slice::from_ref(d), AckType::Individual)
+                        .iter()
+                        .all(|member| applied.contains(member))
+                });
             }
         }
         flight.acks.retain(|ack| !ack.ids.is_empty());
