@@ -562,3 +562,37 @@ async fn acks_of_an_answered_frame_count_as_applied_when_a_later_frame_is_not() 
     })
     .await;
 }
+
+// Grouped acks and batch index ack: a plain ack waits in the group when a
+// member's ACK (with its ack_set, never grouped) goes out and is answered.
+// That member's ack was applied, though the group's is not sent yet: an
+// operator's reset brings the member back.
+#[tokio::test(start_paused = true)]
+async fn an_answered_member_ack_counts_as_applied_while_a_group_waits() {
+    let net = FakeNetwork::new();
+    guard("a member ack answered beside a waiting group", async {
+        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
+            b.subscription_type(SubscriptionType::Shared)
+                .batch_index_ack(true)
+                .ack_group_time(Duration::from_millis(100))
+        })
+        .await;
+        broker
+            .send_frame(message(id, 2, "plain", Checksum::Valid))
+            .await;
+        broker.send_frame(super::acks::batch(id, 1, 3)).await;
+        let plain = consumer.receive().await.expect("receive");
+        assert_eq!(plain.id().entry_id, 2);
+        consumer.ack(&plain).await.expect("ack");
+        let member = consumer.receive().await.expect("receive");
+        assert_eq!(member.id().batch_index, 0);
+        consumer.ack(&member).await.expect("ack");
+        member_acks(&mut broker, &[0], true).await;
+        // The consumer has taken in the answer; the group still waits.
+        crate::common::until_idle().await;
+        let again = closed_and_subscribed_again(&mut broker, id).await;
+        broker.send_frame(super::acks::batch(again, 1, 3)).await;
+        assert_eq!(received_members(&mut consumer, 3).await, [0, 1, 2]);
+    })
+    .await;
+}

@@ -120,12 +120,20 @@ impl AckMemory {
     /// are applied, whatever becomes of the ACKs sent beside them.
     pub(crate) fn mark_applied(&mut self, ids: impl IntoIterator<Item = MessageId>) {
         let ids: std::collections::HashSet<MessageId, IdBuildHasher> = ids.into_iter().collect();
+        if ids.is_empty() {
+            return;
+        }
         for id in &ids {
             if let Some(stamps) = self.settled.ids.get_mut(id) {
                 stamps.first = APPLIED;
             }
         }
-        for (id, stamp) in &mut self.recent.ids {
+        // The recent acks are in stamp order, and those every answer up to
+        // a mark confirmed need nothing: only the tail past them is read.
+        for (id, stamp) in self.recent.ids.iter_mut().rev() {
+            if *stamp != APPLIED && *stamp <= self.confirmed.upto {
+                break;
+            }
             if ids.contains(id) {
                 *stamp = APPLIED;
             }
@@ -511,6 +519,28 @@ mod tests {
         memory.acked_unheld(id(1));
         memory.on_reconnect(false);
         assert!(acked(&memory, 1));
+    }
+
+    #[test]
+    fn acks_marked_applied_count_as_confirmed_at_a_reconnect() {
+        let mut memory = AckMemory::new(8);
+        for n in 1..=4 {
+            memory.acked_held(id(n));
+        }
+        memory.confirm(1);
+        memory.mark_applied([id(3)]);
+        memory.mark_applied([id(2), id(4)]);
+        memory.on_reconnect(false);
+        for n in 1..=4 {
+            assert!(!acked(&memory, n), "{n} was applied");
+        }
+        // One not marked stays kept.
+        let mut memory = AckMemory::new(8);
+        memory.acked_held(id(1));
+        memory.acked_held(id(2));
+        memory.mark_applied([id(2)]);
+        memory.on_reconnect(false);
+        assert!(acked(&memory, 1) && !acked(&memory, 2));
     }
 
     #[test]

@@ -397,10 +397,12 @@ impl Driver {
                     Some(after) => core.acks_confirmed_between(after, flight.mark),
                     // Answers may come out of order across flights: a mark
                     // is confirmed once no older flight waits.
-                    None if sub.acks.in_flight.values().all(|f| f.mark >= flight.mark) => {
-                        core.acks_confirmed(flight.mark);
+                    None => {
+                        if sub.acks.in_flight.values().all(|f| f.mark >= flight.mark) {
+                            core.acks_confirmed(flight.mark);
+                        }
+                        core.acks_applied(flight.frames.iter().flatten().copied());
                     }
-                    None => {}
                 }
                 flight.answer(|| Ok(()));
             }
