@@ -19,9 +19,12 @@
 //!
 //! Every ACK frame is a request, with receipts or not, so the core learns
 //! which acks the broker applied: a flight's answers confirm the acks
-//! recorded up to its mark ([`ConsumerCore::acks_confirmed`]), and after a
-//! reconnect the copies of confirmed acks are handed out (a rewind made
-//! elsewhere brings them on purpose) while the others are dropped.
+//! recorded up to its mark ([`ConsumerCore::acks_confirmed`]), and each
+//! answered frame the ids it carried ([`ConsumerCore::acks_applied`]), also
+//! when a later frame of its flight is cut short by a reconnect. After a
+//! reconnect the copies of applied acks are handed out (a rewind made
+//! elsewhere brings them on purpose) while the others are dropped, and acks
+//! waiting to be sent again are dropped if their message's ack was applied.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
