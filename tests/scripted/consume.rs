@@ -258,3 +258,12 @@ async fn grouped_acks_leave_in_one_frame() {
     })
     .await;
 }
+
+/// The entries a REDELIVER_UNACKNOWLEDGED_MESSAGES frame names.
+pub(super) fn redelivered_entries(frame: Frame) -> Vec<u64> {
+    let body = frame
+        .command
+        .redeliver_unacknowledged_messages
+        .expect("a REDELIVER body");
+    body.message_ids.iter().map(|i| i.entry_id).collect()
+}

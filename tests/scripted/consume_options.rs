@@ -541,13 +541,7 @@ async fn a_nack_with_a_delay_asks_for_the_message_again_once_the_delay_passed() 
         // Nothing else happens: the consumer's own timer must send it.
         let redeliver = broker.expect(Type::RedeliverUnacknowledgedMessages).await;
         assert!(nacked.elapsed() >= DELAY, "asked again before the delay");
-        let ids = redeliver
-            .command
-            .redeliver_unacknowledged_messages
-            .expect("body")
-            .message_ids;
-        assert_eq!(ids.len(), 1, "{ids:?}");
-        assert_eq!(ids[0].entry_id, 1);
+        assert_eq!(super::redelivered_entries(redeliver), [1]);
     })
     .await;
 }

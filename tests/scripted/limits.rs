@@ -295,13 +295,7 @@ async fn nacks_and_extensions_in_a_loop_that_never_yields_take_no_memory_per_cal
                     break frame;
                 }
             };
-            let ids = redeliver
-                .command
-                .redeliver_unacknowledged_messages
-                .expect("body")
-                .message_ids;
-            assert_eq!(ids.len(), 1, "{ids:?}");
-            assert_eq!(ids[0].entry_id, 1);
+            assert_eq!(super::consume::redelivered_entries(redeliver), [1]);
         },
     )
     .await;

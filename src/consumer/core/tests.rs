@@ -635,6 +635,20 @@ fn skipped_members_count_as_acked_for_the_entry_ack() -> Result<(), Box<dyn std:
     Ok(())
 }
 
+/// An operator resets the cursor: the consumer subscribes again and the
+/// reset's copy of `acked`, whose ack the broker applied, is handed out.
+fn a_reset_hands_out_its_copy_of(core: &mut ConsumerCore<u64>, t0: Instant, acked: MessageId) {
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(core);
+    core.on_message(t0, msg(acked, 0)).unwrap();
+    assert_eq!(
+        core.pop_for_application(t0).map(|m| m.id),
+        Some(acked),
+        "the reset's copy is handed out"
+    );
+}
+
 #[test]
 fn an_ack_sent_across_a_nack_rewind_is_confirmed_by_its_answer() {
     // Exclusive, no receipts: an ACK whose answer comes after a rewind a
@@ -651,16 +665,7 @@ fn an_ack_sent_across_a_nack_rewind_is_confirmed_by_its_answer() {
     assert!(matches!(drain(&mut core)[..], [A::RedeliverAll { .. }, ..]));
     // The ACK's answer.
     core.acks_confirmed(sent);
-    // The operator resets the cursor: the consumer subscribes again.
-    core.on_reconnect();
-    core.on_subscribed(t0);
-    drain(&mut core);
-    core.on_message(t0, msg(id(1), 0)).unwrap();
-    assert_eq!(
-        core.pop_for_application(t0).map(|m| m.id),
-        Some(id(1)),
-        "the reset's copy is handed out"
-    );
+    a_reset_hands_out_its_copy_of(&mut core, t0, id(1));
 }
 
 #[test]
@@ -677,14 +682,5 @@ fn an_ack_not_sent_before_a_reconnect_is_confirmed_by_its_answer_on_the_next_con
     core.on_subscribed(t0);
     assert_eq!(drain(&mut core), [ack(&[id(1)]), A::Flow(1000)]);
     core.acks_confirmed(core.ack_mark());
-    // An operator resets the cursor.
-    core.on_reconnect();
-    core.on_subscribed(t0);
-    drain(&mut core);
-    core.on_message(t0, msg(id(1), 0)).unwrap();
-    assert_eq!(
-        core.pop_for_application(t0).map(|m| m.id),
-        Some(id(1)),
-        "the reset's copy is handed out"
-    );
+    a_reset_hands_out_its_copy_of(&mut core, t0, id(1));
 }
