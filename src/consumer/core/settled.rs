@@ -119,13 +119,17 @@ impl AckMemory {
     /// The broker answered ACKs that acked `ids` individually: those acks
     /// are applied, whatever becomes of the ACKs sent beside them.
     pub(crate) fn mark_applied(&mut self, ids: impl IntoIterator<Item = MessageId>) {
-        let ids: std::collections::HashSet<MessageId, IdBuildHasher> = ids.into_iter().collect();
+        // Sorted once, searched per entry: no set built per answer.
+        let mut ids: Vec<MessageId> = ids.into_iter().collect();
         if ids.is_empty() {
             return;
         }
-        for id in &ids {
-            if let Some(stamps) = self.settled.ids.get_mut(id) {
-                stamps.first = APPLIED;
+        ids.sort_unstable();
+        if !self.settled.ids.is_empty() {
+            for id in &ids {
+                if let Some(stamps) = self.settled.ids.get_mut(id) {
+                    stamps.first = APPLIED;
+                }
             }
         }
         // The recent acks are in stamp order, and those every answer up to
@@ -134,7 +138,7 @@ impl AckMemory {
             if *stamp != APPLIED && *stamp <= self.confirmed.upto {
                 break;
             }
-            if ids.contains(id) {
+            if ids.binary_search(id).is_ok() {
                 *stamp = APPLIED;
             }
         }
