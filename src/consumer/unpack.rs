@@ -256,7 +256,7 @@ pub(crate) fn unpack(d: Delivery<'_>) -> Result<Unpacked, UnpackError> {
 
 /// Whether `ack_set` (bit set = unacked, as Java's `BitSet.toLongArray`)
 /// leaves member `index` to deliver. An empty set means every member.
-fn still_unacked(ack_set: &[i64], index: i32) -> bool {
+pub(crate) fn still_unacked(ack_set: &[i64], index: i32) -> bool {
     if ack_set.is_empty() {
         return true;
     }

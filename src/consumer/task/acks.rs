@@ -105,14 +105,10 @@ pub(super) fn individual_ids(run: &[MessageIdData], kind: AckType) -> Vec<Messag
             ids.push(id);
             continue;
         }
-        for (word, bits) in data.ack_set.iter().enumerate() {
-            for bit in 0..64 {
-                if bits & (1 << bit) == 0 {
-                    let member = i32::try_from(word * 64 + bit).unwrap_or(i32::MAX);
-                    ids.push(id.with_batch_index(member));
-                }
-            }
-        }
+        let bits = i32::try_from(data.ack_set.len() * 64).unwrap_or(i32::MAX);
+        let acked =
+            (0..bits).filter(|&m| !crate::consumer::unpack::still_unacked(&data.ack_set, m));
+        ids.extend(acked.map(|member| id.with_batch_index(member)));
     }
     ids
 }
