@@ -110,9 +110,10 @@ pub trait ConsumerInterceptor: fmt::Debug + Send + Sync + 'static {
     /// Called when the application acks `id` of `topic` (a partition's
     /// full name), individually or cumulatively, as the ack is recorded
     /// (before it reaches the broker), in the `ack` call or in the
-    /// consumer's task. For a
-    /// chunked message, `id` is its first chunk's (see
-    /// [`MessageId::first_chunk`]); so it is in the calls below.
+    /// consumer's task. `id` is the id the application holds
+    /// ([`Message::id`]): a chunked message's is its last chunk's, with
+    /// its first beside it ([`MessageId::first_chunk`]); so it is in the
+    /// calls below.
     fn on_acknowledge(&self, topic: &str, id: MessageId, cumulative: bool) {
         let _ = (topic, id, cumulative);
     }

@@ -138,6 +138,15 @@ impl MessageId {
         })
     }
 
+    /// Where the message at this id ends in its topic: the id without a
+    /// chunked message's first chunk beside it.
+    pub(crate) const fn position(self) -> Self {
+        Self {
+            first_chunk: NO_CHUNK,
+            ..self
+        }
+    }
+
     /// Where the broker is to start for a message at this id: its first
     /// chunk, for a chunked message; the id itself otherwise.
     pub(crate) const fn start(self) -> Self {

@@ -436,7 +436,7 @@ impl Consumer {
     /// good, and [`ConsumerError::AckNotSent`] if the consumer closed before
     /// the ACK could be sent (a member of a batch never fully acked).
     pub async fn ack(&self, msg: &Message) -> Result<(), ConsumerError> {
-        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.id(), msg.0.batch_size);
         if !self.ack_receipts && self.shelf.ack(&topic, id, batch_size) {
             // Recorded in the core now; the task sends the ACK.
             return Ok(());
@@ -548,7 +548,7 @@ impl Consumer {
             });
             acks.push(task::AckOne {
                 topic,
-                id: msg.0.id,
+                id: msg.id(),
                 batch_size: msg.0.batch_size,
                 reply,
             });
@@ -578,9 +578,10 @@ impl Consumer {
                 subscription: self.subscription_type,
             });
         }
-        // Up to where the message ends: a chunked message is delivered at
-        // its last chunk, after the messages stored between its chunks.
-        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.position(), msg.0.batch_size);
+        // Up to where the message ends (see `task::held_at`): a chunked
+        // message is delivered at its last chunk, after the messages stored
+        // between its chunks.
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.id(), msg.0.batch_size);
         self.ask(|reply| task::Command::Ack {
             topic,
             id,
@@ -661,7 +662,7 @@ impl Consumer {
         cumulative: bool,
     ) -> Result<(), ConsumerError> {
         let (topic, batch_size) = (msg.0.topic.clone(), msg.0.batch_size);
-        let id = acked_id(msg, cumulative);
+        let id = task::held_at(msg.id(), cumulative);
         let on_end = self.settle_on_end(msg, cumulative);
         self.ask(|reply| task::Command::AckInTxn {
             topic,
@@ -685,14 +686,13 @@ impl Consumer {
         cumulative: bool,
     ) -> Option<crate::transaction::EndHook> {
         let (commands, shelf) = (self.commands.clone(), self.shelf.clone());
-        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.0.id, msg.0.batch_size);
-        let acked = acked_id(msg, cumulative);
+        let (topic, id, batch_size) = (msg.0.topic.clone(), msg.id(), msg.0.batch_size);
         let redelivery_count = msg.0.redelivery_count;
         Some(crate::transaction::EndHook(Box::new(move |committed| {
             let command = match committed {
                 true => task::Command::Ack {
                     topic,
-                    id: acked,
+                    id,
                     batch_size,
                     cumulative,
                     reply: None,
@@ -718,7 +718,7 @@ impl Consumer {
     /// [`ConsumerError::Closed`] once the consumer is closed.
     pub fn nack(&self, msg: &Message) -> Result<(), ConsumerError> {
         self.shelf
-            .nack(&msg.0.topic, msg.0.id, msg.0.redelivery_count)
+            .nack(&msg.0.topic, msg.id(), msg.0.redelivery_count)
     }
 
     /// Moves the subscription to message `id` (on a partitioned topic, that
@@ -824,13 +824,6 @@ impl Consumer {
             other => other,
         }
     }
-}
-
-/// The id an ack of `msg` names: for a cumulative ack, where the message
-/// ends (a chunked message's last chunk, which the messages stored between
-/// its chunks come before); otherwise the id the consumer keeps it by.
-fn acked_id(msg: &Message, cumulative: bool) -> MessageId {
-    if cumulative { msg.position() } else { msg.0.id }
 }
 
 impl Stream for Consumer {

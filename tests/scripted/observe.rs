@@ -16,9 +16,10 @@ use pulsar_wire::proto::base_command::Type;
 use pulsar_wire::wire::Checksum;
 use pulsar_wire::{Message, MessageId};
 
+use super::chunks::chunk;
 use super::consume::{message, subscribed_with};
 use super::produce::{producer_built, send_of};
-use crate::common::fake_broker::{FakeNetwork, answer};
+use crate::common::fake_broker::{FakeBroker, FakeNetwork, answer};
 use crate::common::guard;
 
 #[cfg(feature = "otel")]
@@ -151,6 +152,94 @@ async fn consumer_hooks_and_stats_count_deliveries_acks_nacks_and_ack_timeouts()
         assert_eq!((t.messages_received, t.bytes_received), (3, 12));
         assert_eq!((t.acks, t.nacks, t.ack_timeouts), (1, 1, 1));
         assert_eq!((t.dead_letters, t.retries), (0, 0));
+    })
+    .await;
+}
+
+/// A chunked message reaches every hook under the id the application
+/// holds: its last chunk's, with its first chunk beside it.
+#[tokio::test(start_paused = true)]
+async fn consumer_hooks_see_a_chunked_message_under_the_id_the_application_holds() {
+    let net = FakeNetwork::new();
+    let log = Log::default();
+    guard("consumer interceptors, chunked", async {
+        let recording = Recording("first", log.clone());
+        let setup = |b: ConsumerBuilder| {
+            b.subscription_type(SubscriptionType::Shared)
+                .ack_timeout(Duration::from_secs(5))
+                .interceptor(recording)
+        };
+        let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+        for (at, uuid) in [(1, "x"), (3, "y"), (5, "z")] {
+            broker.send_frame(chunk(id, at, uuid, 0, 2)).await;
+            broker.send_frame(chunk(id, at + 1, uuid, 1, 2)).await;
+        }
+        let x = consumer.receive().await.expect("x");
+        let y = consumer.receive().await.expect("y");
+        let z = consumer.receive().await.expect("z");
+        consumer.ack(&x).await.expect("ack");
+        past_flows(&mut broker, Type::Ack).await;
+        consumer.nack(&y).expect("nack");
+        past_flows(&mut broker, Type::RedeliverUnacknowledgedMessages).await;
+        // z, held past its ack timeout.
+        past_flows(&mut broker, Type::RedeliverUnacknowledgedMessages).await;
+
+        let shown: Vec<String> = [&x, &y, &z].iter().map(|m| m.id().to_string()).collect();
+        assert_eq!(shown, ["1:1:-1;1:2:-1", "1:3:-1;1:4:-1", "1:5:-1;1:6:-1"]);
+        let want: Vec<(&str, String)> = vec![
+            ("before_consume", shown[0].clone()),
+            ("before_consume", shown[1].clone()),
+            ("before_consume", shown[2].clone()),
+            ("on_acknowledge", format!("{} false", shown[0])),
+            ("on_negative_acknowledge", shown[1].clone()),
+            ("on_ack_timeout", shown[2].clone()),
+        ];
+        assert_eq!(hooks(&log, "first"), want);
+    })
+    .await;
+}
+
+/// Waits for the next frame of `kind`, past the FLOWs before it.
+async fn past_flows(broker: &mut FakeBroker, kind: Type) {
+    loop {
+        let frame = broker.recv().await.expect("a frame");
+        match frame.command.r#type() {
+            Type::Flow => {}
+            other => {
+                assert_eq!(other, kind);
+                return;
+            }
+        }
+    }
+}
+
+/// A cumulative ack of a chunked message reaches the hook under the id
+/// the application holds too.
+#[tokio::test(start_paused = true)]
+async fn a_cumulative_ack_hook_sees_a_chunked_message_under_the_id_the_application_holds() {
+    let net = FakeNetwork::new();
+    let log = Log::default();
+    guard("cumulative ack interceptor, chunked", async {
+        let recording = Recording("first", log.clone());
+        let setup = |b: ConsumerBuilder| {
+            b.subscription_type(SubscriptionType::Exclusive)
+                .interceptor(recording)
+        };
+        let (mut consumer, mut broker, id) = subscribed_with(&net, setup).await;
+        broker.send_frame(chunk(id, 1, "x", 0, 2)).await;
+        broker
+            .send_frame(message(id, 2, "between", Checksum::Valid))
+            .await;
+        broker.send_frame(chunk(id, 3, "x", 1, 2)).await;
+        let between = consumer.receive().await.expect("between");
+        let x = consumer.receive().await.expect("x");
+        consumer.ack_cumulative(&x).await.expect("ack");
+        let want: Vec<(&str, String)> = vec![
+            ("before_consume", between.id().to_string()),
+            ("before_consume", "1:1:-1;1:3:-1".into()),
+            ("on_acknowledge", "1:1:-1;1:3:-1 true".into()),
+        ];
+        assert_eq!(hooks(&log, "first"), want);
     })
     .await;
 }

@@ -186,7 +186,10 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         if !expired.is_empty() {
             self.request_redelivery(&expired, None);
         }
-        self.timed_out = expired;
+        self.timed_out = expired
+            .iter()
+            .map(|id| self.chunk_ends.shown(*id))
+            .collect();
         if !nacked.is_empty() {
             self.request_redelivery(&nacked, Some(now));
         }
@@ -194,7 +197,8 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     }
 
     /// The messages whose ack timeout expired in the last
-    /// [`on_tick`](Self::on_tick).
+    /// [`on_tick`](Self::on_tick), under the ids the application holds (a
+    /// chunked message's last chunk, with its first beside it).
     pub(crate) fn timed_out(&self) -> &[MessageId] {
         &self.timed_out
     }

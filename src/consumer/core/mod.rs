@@ -28,6 +28,7 @@
 pub(crate) mod actions;
 mod answers;
 pub(crate) mod batch_acks;
+mod chunk_ends;
 pub(crate) mod chunk_gate;
 pub(crate) mod chunks;
 pub(crate) mod config;
@@ -59,6 +60,7 @@ use crate::message_id::MessageId;
 
 use actions::{Action, Actions, Incoming};
 use batch_acks::{BatchAcks, MemberAck};
+use chunk_ends::ChunkEnds;
 use chunk_gate::ChunkGate;
 use config::CoreConfig;
 use dead_letter::DeadLetterCutoff;
@@ -96,8 +98,11 @@ pub(crate) struct ConsumerCore<M> {
     rewind: PendingRewind,
     epoch: u64,
     actions: Actions<M>,
-    /// The messages whose ack timeout expired in the last tick.
+    /// The messages whose ack timeout expired in the last tick, as the
+    /// application holds them.
     timed_out: Vec<MessageId>,
+    /// Under an ack timeout, where the chunked messages held end.
+    chunk_ends: ChunkEnds,
 }
 
 impl<M: Clone + QueuedBytes> ConsumerCore<M> {
@@ -130,6 +135,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             epoch: 0,
             actions: Actions::default(),
             timed_out: Vec::new(),
+            chunk_ends: ChunkEnds::default(),
         })
     }
 
@@ -342,6 +348,11 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         let id = incoming.id;
         self.held
             .insert_redelivered(now, id, incoming.redelivery_count);
+        if incoming.position != id && self.config.ack_timeout.is_some() {
+            let held = &self.held;
+            self.chunk_ends
+                .handed_out(id, incoming.position, |id| held.contains(id));
+        }
         if let Some(policy) = &self.config.dead_letter {
             if policy.cutoff == DeadLetterCutoff::JavaStyle
                 && policy.reached(incoming.redelivery_count)
@@ -552,6 +563,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// yet, in the ack memory).
     fn clear_held(&mut self) {
         self.held.clear();
+        self.chunk_ends.clear();
         self.leases.clear();
         self.nacks.clear();
         self.last_chance.clear();

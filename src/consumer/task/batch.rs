@@ -20,6 +20,7 @@ pub(crate) struct PendingBatch {
 #[derive(Debug)]
 pub(crate) struct AckOne {
     pub(crate) topic: Arc<str>,
+    /// The application's id (see [`super::held_at`]).
     pub(crate) id: MessageId,
     pub(crate) batch_size: Option<u32>,
     /// `None`: nobody waits for the outcome.

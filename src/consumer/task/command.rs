@@ -5,6 +5,19 @@ use super::*;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, ConsumerError>>;
 
+/// Where the core keeps the message the application holds as `id`
+/// ([`Message::id`]): a chunked message is held, acked one by one and
+/// asked for again at its first chunk, and acked cumulatively up to its
+/// last; any other message at `id` itself. Commands carry the
+/// application's id, which the observers (interceptors) are told.
+pub(crate) fn held_at(id: MessageId, cumulative: bool) -> MessageId {
+    if cumulative {
+        id.position()
+    } else {
+        id.start()
+    }
+}
+
 /// What the handle asks of its task; each request carries its reply.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -16,8 +29,8 @@ pub(crate) enum Command {
     ReceiveBatch(Reply<crate::consumer::batch_receive::Messages>),
     /// Ack these messages individually, each partition's in one ACK frame.
     AckAll(Vec<super::batch::AckOne>),
-    /// Ack `id` (of `topic`, in a batch of `batch_size`), individually or
-    /// cumulatively.
+    /// Ack `id` (of `topic`, in a batch of `batch_size`; the application's
+    /// id, see [`held_at`]), individually or cumulatively.
     Ack {
         topic: Arc<str>,
         id: MessageId,
@@ -37,7 +50,7 @@ pub(crate) enum Command {
         on_end: Option<crate::transaction::EndHook>,
         reply: Reply<()>,
     },
-    /// Ask for `id` again.
+    /// Ask for `id` (the application's, see [`held_at`]) again.
     Nack {
         topic: Arc<str>,
         id: MessageId,

@@ -427,9 +427,11 @@ impl Driver {
             } => {
                 if let Some(index) = self.find(&topic) {
                     self.observe_nack(&topic, id);
-                    self.shelf.lock().slots[index]
-                        .core
-                        .nack(clock::now(), id, redelivery_count);
+                    self.shelf.lock().slots[index].core.nack(
+                        clock::now(),
+                        held_at(id, false),
+                        redelivery_count,
+                    );
                     self.run_actions(index).await;
                 }
             }
@@ -487,7 +489,8 @@ impl Driver {
             .position(|s| &*s.name == topic && !s.removed)
     }
 
-    /// Acks `id` (of `topic`); with receipts, `reply` waits for the ACK
+    /// Acks the message the application holds as `id` (of `topic`; see
+    /// [`held_at`]); with receipts, `reply` waits for the ACK
     /// that covers it (see `acks.rs`; a batch member's ack whose batch is
     /// not complete is answered once recorded), otherwise it is answered
     /// once the ack is handed to the core, which keeps it until it can be
@@ -524,8 +527,9 @@ impl Driver {
             let mut shelved = self.shelf.lock();
             let now = self.shelf.core_now();
             let core = &mut shelved.slots[index].core;
+            let held = held_at(id, cumulative);
             let acked = if cumulative {
-                match core.ack_cumulative_with_batch_size(now, id, batch_size) {
+                match core.ack_cumulative_with_batch_size(now, held, batch_size) {
                     Ok(acked) => acked,
                     Err(refused) => {
                         drop(shelved);
@@ -534,7 +538,7 @@ impl Driver {
                     }
                 }
             } else {
-                core.ack_with_batch_size(now, id, batch_size)
+                core.ack_with_batch_size(now, held, batch_size)
             };
             (acked, core.has_queued_acks())
         };

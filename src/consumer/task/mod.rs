@@ -27,7 +27,7 @@ mod txn_acks;
 
 pub(crate) use attach::expand;
 pub(crate) use batch::AckOne;
-pub(crate) use command::{Activity, Command, TopicsRead};
+pub(crate) use command::{Activity, Command, TopicsRead, held_at};
 pub(crate) use discover::{DEFAULT_CHECK_INTERVAL, DiscoverySettings};
 pub(crate) use driver::{Driver, Settings};
 pub(crate) use forward::Forwards;

@@ -344,11 +344,12 @@ impl Shelf {
         }
     }
 
-    /// A handle's `ack()` without receipts, recorded in the core now;
-    /// false if the task must do it (an unknown topic: the task answers).
+    /// A handle's `ack()` without receipts of the message the application
+    /// holds as `id`, recorded in the core now; false if the task must do
+    /// it (an unknown topic: the task answers).
     pub(crate) fn ack(&self, topic: &str, id: MessageId, batch_size: Option<u32>) -> bool {
         let recorded = self.record(topic, |core, now| {
-            core.ack_with_batch_size(now, id, batch_size);
+            core.ack_with_batch_size(now, held_at(id, false), batch_size);
         });
         if recorded {
             self.observers.acked(topic, id, false);
@@ -356,9 +357,10 @@ impl Shelf {
         recorded
     }
 
-    /// A handle's `nack()`, recorded in the core now (see
-    /// [`ConsumerCore::nack`]: an id the application does not hold is
-    /// ignored, and so is one of a topic no longer read).
+    /// A handle's `nack()` of the message the application holds as `id`,
+    /// recorded in the core now (see [`ConsumerCore::nack`]: an id the
+    /// application does not hold is ignored, and so is one of a topic no
+    /// longer read).
     ///
     /// # Errors
     /// [`ConsumerError::Closed`] once the shelf is closed.
@@ -368,7 +370,9 @@ impl Shelf {
         id: MessageId,
         redelivery_count: u32,
     ) -> Result<(), ConsumerError> {
-        let recorded = self.record(topic, |core, now| core.nack(now, id, redelivery_count));
+        let recorded = self.record(topic, |core, now| {
+            core.nack(now, held_at(id, false), redelivery_count);
+        });
         self.unless_closed(recorded)?;
         self.observers.nacked(topic, id);
         Ok(())
