@@ -283,6 +283,23 @@ async fn with_receipts_an_ack_confirmed_after_a_reconnect_comes_back_after_a_res
     .await;
 }
 
+/// A Shared consumer with batch index ack and receipts, handed the first
+/// member of a batch of four (entry 1): the consumer, its broker, its id
+/// and that member.
+async fn first_of_a_batch_of_four(
+    net: &FakeNetwork,
+) -> (Consumer, FakeBroker, u64, pulsar_wire::Message) {
+    let (mut consumer, mut broker, id) = subscribed_with(net, |b| {
+        b.subscription_type(SubscriptionType::Shared)
+            .batch_index_ack(true)
+            .ack_receipts(true)
+    })
+    .await;
+    broker.send_frame(super::acks::batch(id, 1, 4)).await;
+    let first = consumer.receive().await.expect("receive");
+    (consumer, broker, id, first)
+}
+
 // With batch index ack, an ACK lost with the connection goes out again
 // after the reconnect; if that reconnect was an operator's reset, the
 // members acked before it are unacked on the broker. The ACK sent again
@@ -291,14 +308,7 @@ async fn with_receipts_an_ack_confirmed_after_a_reconnect_comes_back_after_a_res
 async fn with_batch_index_ack_an_ack_sent_again_after_a_reset_acks_its_member_alone() {
     let net = FakeNetwork::new();
     guard("member ack sent again after a reset", async {
-        let (mut consumer, mut broker, id) = subscribed_with(&net, |b| {
-            b.subscription_type(SubscriptionType::Shared)
-                .batch_index_ack(true)
-                .ack_receipts(true)
-        })
-        .await;
-        broker.send_frame(super::acks::batch(id, 1, 4)).await;
-        let first = consumer.receive().await.expect("receive");
+        let (mut consumer, mut broker, id, first) = first_of_a_batch_of_four(&net).await;
         let (acked, ()) = tokio::join!(consumer.ack(&first), member_acks(&mut broker, &[0], true));
         acked.expect("ack confirmed");
         let second = consumer.receive().await.expect("receive");
@@ -593,6 +603,72 @@ async fn an_answered_member_ack_counts_as_applied_while_a_group_waits() {
         let again = closed_and_subscribed_again(&mut broker, id).await;
         broker.send_frame(super::acks::batch(again, 1, 3)).await;
         assert_eq!(received_members(&mut consumer, 3).await, [0, 1, 2]);
+    })
+    .await;
+}
+
+// Batch index ack with receipts: the application's ACK of a member went
+// out, and again after an unload; a copy of its entry came before the
+// broker answered, so the copy's member was dropped and its ack sent
+// again. The ACK is answered (applied) and an operator resets the cursor
+// before the ack again is: that one is not sent under the new consumer,
+// where it would ack the reset's copy of the member, which the
+// application is handed instead.
+#[tokio::test(start_paused = true)]
+async fn with_batch_index_ack_an_ack_again_of_an_applied_member_is_not_sent_after_a_reset() {
+    let net = FakeNetwork::new();
+    guard("a member's ack again across a reset", async {
+        let (consumer, mut broker, id, first) = first_of_a_batch_of_four(&net).await;
+        let acking = tokio::spawn(async move {
+            let acked = consumer.ack(&first).await;
+            (consumer, acked)
+        });
+        // The ACK, lost with an unload; sent again under the new consumer.
+        member_acks(&mut broker, &[0], false).await;
+        let unloaded = closed_and_subscribed_again(&mut broker, id).await;
+        let mut requests = Vec::new();
+        while requests.len() < 2 {
+            let frame = broker.recv().await.expect("the client's frames");
+            let Some(ack) = frame.command.ack else {
+                continue; // FLOWs in between
+            };
+            assert_eq!(ack.consumer_id, unloaded);
+            let set = ack.message_id[0].ack_set.first().copied().unwrap_or(0);
+            assert_eq!(set & 0b1111, 0b1110, "member 0 alone is acked");
+            requests.push(ack.request_id.expect("every ACK is a request"));
+            if requests.len() == 1 {
+                // A copy of the entry, sent before the broker read the ACK.
+                broker.send_frame(super::acks::batch(unloaded, 1, 4)).await;
+            }
+        }
+        broker
+            .send(answer::ack_response(unloaded, requests[0]))
+            .await;
+        let (mut consumer, acked) = acking.await.expect("task");
+        acked.expect("ack confirmed");
+        crate::common::until_idle().await;
+        let reset = closed_and_subscribed_again(&mut broker, unloaded).await;
+        broker.send_frame(super::acks::batch(reset, 1, 4)).await;
+        let taken = [
+            consumer.receive().await.expect("receive"),
+            consumer.receive().await.expect("receive"),
+        ];
+        assert_eq!(taken.each_ref().map(|m| m.id().batch_index), [0, 1]);
+        let acked = tokio::spawn(async move { consumer.ack(&taken[1]).await });
+        loop {
+            let frame = broker.recv().await.expect("the client's frames");
+            let Some(ack) = frame.command.ack else {
+                continue;
+            };
+            let set = ack.message_id[0].ack_set.first().copied().unwrap_or(0);
+            assert_ne!(set & 1, 0, "member 0 acked after the reset: {set:#b}");
+            if set & 0b10 == 0 {
+                let request = ack.request_id.expect("every ACK is a request");
+                broker.send(answer::ack_response(reset, request)).await;
+                break;
+            }
+        }
+        acked.await.expect("task").expect("ack confirmed");
     })
     .await;
 }

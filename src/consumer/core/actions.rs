@@ -12,6 +12,8 @@ use std::collections::VecDeque;
 
 use crate::message_id::MessageId;
 
+use super::batch_acks::AckSet;
+
 /// A message from the broker, as the driver hands it to the core (one per
 /// batch member), and as the core hands it to the application.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +53,7 @@ pub(crate) enum Action<M> {
         /// Cumulative (everything up to the single id in `ids`) or individual.
         cumulative: bool,
         /// The entry's member set, for batch index ack.
-        ack_set: Option<Vec<i64>>,
+        ack_set: Option<AckSet>,
     },
     /// Send `CommandRedeliverUnacknowledgedMessages` naming these entries
     /// (Shared and Key_Shared, where the broker honours ids).
@@ -145,7 +147,7 @@ impl<M> Actions<M> {
     /// Ack the members of `entry` that `ack_set` leaves clear. It replaces
     /// an ack of fewer members of the same entry just queued (members only
     /// become acked, so the newer set covers the older).
-    pub(crate) fn ack_members(&mut self, entry: MessageId, ack_set: Vec<i64>) {
+    pub(crate) fn ack_members(&mut self, entry: MessageId, ack_set: AckSet) {
         if let Some(Action::Ack {
             ids,
             cumulative: false,
@@ -155,13 +157,13 @@ impl<M> Actions<M> {
             let same = ids[..] == [entry];
             if let Some(set) = pending
                 .as_mut()
-                .filter(|set| same && set.len() == ack_set.len())
+                .filter(|set| same && set.size == ack_set.size)
             {
                 // Both acks in one: a member is unacked if unacked in both.
-                for (word, other) in set.iter_mut().zip(&ack_set) {
+                for (word, other) in set.words.iter_mut().zip(&ack_set.words) {
                     *word &= other;
                 }
-                if set.iter().all(|word| *word == 0) {
+                if set.words.iter().all(|word| *word == 0) {
                     // Every member acked by the acks of this one pass.
                     *pending = None;
                 }
@@ -176,7 +178,7 @@ impl<M> Actions<M> {
     }
 
     /// Ack everything up to `id` (and, with `ack_set`, those members of it).
-    pub(crate) fn ack_cumulative(&mut self, id: MessageId, ack_set: Option<Vec<i64>>) {
+    pub(crate) fn ack_cumulative(&mut self, id: MessageId, ack_set: Option<AckSet>) {
         if let Some(Action::Ack {
             ids,
             cumulative: true,
@@ -273,11 +275,12 @@ mod tests {
     #[test]
     fn member_acks_of_one_entry_merge_into_the_latest_set() {
         let mut actions = Actions::default();
-        actions.ack_members(id(1), vec![0b110]);
-        actions.ack_members(id(1), vec![0b100]);
-        actions.ack_members(id(2), vec![0b10]);
+        let set = |words| AckSet::new(vec![words], 3);
+        actions.ack_members(id(1), set(0b110));
+        actions.ack_members(id(1), set(0b100));
+        actions.ack_members(id(2), set(0b10));
         actions.ack(id(2));
-        actions.ack_members(id(3), vec![0b1]);
+        actions.ack_members(id(3), set(0b1));
         actions.ack(id(4));
         let ack = |entry, ack_set| Action::Ack {
             ids: vec![id(entry)],
@@ -285,9 +288,9 @@ mod tests {
             ack_set,
         };
         let expected = [
-            ack(1, Some(vec![0b100])),
+            ack(1, Some(set(0b100))),
             ack(2, None),
-            ack(3, Some(vec![0b1])),
+            ack(3, Some(set(0b1))),
             ack(4, None),
         ];
         assert_eq!(drain(&mut actions), expected);
@@ -315,7 +318,7 @@ mod tests {
     fn a_member_ack_is_never_merged() {
         let mut actions = Actions::default();
         actions.ack(id(1));
-        actions.ack_members(id(2), vec![0b10]);
+        actions.ack_members(id(2), AckSet::new(vec![0b10], 2));
         actions.ack(id(3));
         assert_eq!(drain(&mut actions).len(), 3);
     }

@@ -19,6 +19,26 @@ use super::unacked::id_hash::IdBuildHasher;
 
 use crate::message_id::MessageId;
 
+/// Batch index ack: the members of an entry of `size` that an ACK acks,
+/// as the protocol's `ack_set` (bit `i` set while member `i` stays unacked;
+/// the bits past the batch are clear and name no member). The ACK carries
+/// the size beside it, as the Java client's transactional acks do, so the
+/// members it acks are known exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AckSet {
+    /// The protocol's words.
+    pub(crate) words: Vec<i64>,
+    /// The entry's batch size.
+    pub(crate) size: u32,
+}
+
+impl AckSet {
+    /// The set `words` of an entry of `size` members.
+    pub(crate) fn new(words: Vec<i64>, size: u32) -> Self {
+        Self { words, size }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     size: u32,
@@ -63,7 +83,7 @@ impl Entry {
     /// gets, so an ACK sent again after a rewind made elsewhere (an
     /// operator's reset, which forgets the members acked before it) acks
     /// that member and no other.
-    fn ack_set_of(&self, index: u32) -> Vec<i64> {
+    fn ack_set_of(&self, index: u32) -> AckSet {
         let mut words = vec![0_u64; self.size.div_ceil(64) as usize];
         for (i, word) in words.iter_mut().enumerate() {
             let bits = self.size.saturating_sub(i as u32 * 64).min(64);
@@ -76,18 +96,18 @@ impl Entry {
         if let Some(word) = words.get_mut((index / 64) as usize) {
             *word &= !(1_u64 << (index % 64));
         }
-        words.into_iter().map(|w| w as i64).collect()
+        AckSet::new(words.into_iter().map(|w| w as i64).collect(), self.size)
     }
 
     /// The protocol's `ack_set`: bit `i` set while member `i` is unacked.
-    fn ack_set(&self) -> Vec<i64> {
+    fn ack_set(&self) -> AckSet {
         let mut words: Vec<i64> = self.acked.iter().map(|w| !w as i64).collect();
         if let (Some(last), tail @ 1..) = (words.last_mut(), self.size % 64) {
             // In u64: for a tail of 63, `1_i64 << 63` is i64::MIN and
             // subtracting 1 would overflow.
             *last &= ((1_u64 << tail) - 1) as i64;
         }
-        words
+        AckSet::new(words, self.size)
     }
 }
 
@@ -103,9 +123,9 @@ pub(crate) enum MemberAck {
     /// as the other members' did: the broker acks the entry once each
     /// member is acked there, and an ACK sent again after a rewind made
     /// elsewhere acks that member and no other.
-    Last(MessageId, bool, Vec<i64>),
+    Last(MessageId, bool, AckSet),
     /// Members remain: with batch index ack, ack the entry with this set.
-    Partial(MessageId, Vec<i64>),
+    Partial(MessageId, AckSet),
     /// No state for this entry (a cumulative ack covered it already).
     Untracked,
 }
@@ -265,7 +285,7 @@ impl BatchAcks {
         upto: MessageId,
         size: Option<u32>,
         batch_index_ack: bool,
-    ) -> Option<(MessageId, Option<Vec<i64>>)> {
+    ) -> Option<(MessageId, Option<AckSet>)> {
         let key = upto.entry();
         self.entries.retain(|entry, _| *entry >= key);
         if !upto.is_batch_member() {

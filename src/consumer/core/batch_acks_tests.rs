@@ -14,17 +14,17 @@ fn the_entry_is_acked_when_the_last_member_is() {
     }
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Partial(MessageId::new(2, 1), vec![0b101])
+        MemberAck::Partial(MessageId::new(2, 1), AckSet::new(vec![0b101], 3))
     );
     assert!(acks.is_acked(member(1, 1)) && !acks.is_acked(member(1, 0)));
     // Each partial ack names its own member alone (the broker and-s them).
     assert_eq!(
         acks.ack(member(1, 0), false),
-        MemberAck::Partial(MessageId::new(2, 1), vec![0b110])
+        MemberAck::Partial(MessageId::new(2, 1), AckSet::new(vec![0b110], 3))
     );
     assert_eq!(
         acks.ack(member(1, 2), false),
-        MemberAck::Last(MessageId::new(2, 1), false, vec![0b011]),
+        MemberAck::Last(MessageId::new(2, 1), false, AckSet::new(vec![0b011], 3)),
         "the entry is done, and the set names the last member alone"
     );
     assert_eq!(acks.len(), 0, "state dropped once fully acked");
@@ -39,7 +39,7 @@ fn ack_set_spans_words_and_masks_the_tail() {
     let MemberAck::Partial(_, set) = acks.ack(member(1, 65), false) else {
         panic!("partial")
     };
-    assert_eq!(set, vec![-1, 0b11_1101]);
+    assert_eq!(set, AckSet::new(vec![-1, 0b11_1101], 70));
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn an_index_past_the_known_batch_size_is_not_acked_and_does_not_panic() {
     ));
     assert_eq!(
         acks.ack(member(1, 0), false),
-        MemberAck::Partial(MessageId::new(2, 1), vec![0b10])
+        MemberAck::Partial(MessageId::new(2, 1), AckSet::new(vec![0b10], 2))
     );
 }
 
@@ -82,7 +82,7 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
     acks.arrive(member(1, 1), 2, false);
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Last(MessageId::new(2, 1), false, vec![0b01])
+        MemberAck::Last(MessageId::new(2, 1), false, AckSet::new(vec![0b01], 2))
     );
 }
 
@@ -97,7 +97,7 @@ fn forwards_hold_state_until_their_result() {
     acks.arrive(member(1, 0), 1, true);
     assert_eq!(
         acks.ack(member(1, 0), true),
-        MemberAck::Last(MessageId::new(2, 1), false, vec![0])
+        MemberAck::Last(MessageId::new(2, 1), false, AckSet::new(vec![0], 1))
     );
 }
 
@@ -114,7 +114,7 @@ fn cumulative_acks_earlier_entries_and_members_up_to_the_id() {
         Some((before, None))
     );
     assert_eq!(acks.len(), 1, "entry 1 is covered");
-    let partial = Some((MessageId::new(2, 2), Some(vec![0b100])));
+    let partial = Some((MessageId::new(2, 2), Some(AckSet::new(vec![0b100], 3))));
     assert_eq!(acks.ack_cumulative(member(2, 1), None, true), partial);
     acks.leave(member(2, 0));
     acks.leave(member(2, 1));
@@ -141,11 +141,11 @@ fn skipped_members_count_as_acked() {
     acks.arrive(member(1, 1), 3, false);
     assert_eq!(
         acks.skip(MessageId::new(2, 1), 3, &[0, 2, 7, -1]),
-        MemberAck::Partial(MessageId::new(2, 1), vec![0b010])
+        MemberAck::Partial(MessageId::new(2, 1), AckSet::new(vec![0b010], 3))
     );
     assert_eq!(
         acks.ack(member(1, 1), false),
-        MemberAck::Last(MessageId::new(2, 1), false, vec![0b101]),
+        MemberAck::Last(MessageId::new(2, 1), false, AckSet::new(vec![0b101], 3)),
         "the delivered member completes the entry"
     );
     assert_eq!(acks.len(), 0);
@@ -196,5 +196,5 @@ fn a_batch_of_63_masks_its_tail_without_overflow() {
     let MemberAck::Partial(_, set) = acks.ack(member(1, 0), false) else {
         panic!("partial")
     };
-    assert_eq!(set, vec![i64::MAX - 1]);
+    assert_eq!(set, AckSet::new(vec![i64::MAX - 1], 63));
 }

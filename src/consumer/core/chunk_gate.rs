@@ -20,9 +20,11 @@
 
 use crate::message_id::MessageId;
 
+use super::batch_acks::AckSet;
+
 /// A cumulative ack: up to an id, with the `ack_set` of its entry's
 /// members when it is a batch member under batch index ack.
-pub(crate) type CumulativeAck = (MessageId, Option<Vec<i64>>);
+pub(crate) type CumulativeAck = (MessageId, Option<AckSet>);
 
 /// What stands in the way of cumulative acks, and the ack held back.
 #[derive(Debug, Default)]

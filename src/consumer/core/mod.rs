@@ -59,7 +59,7 @@ use crate::consumer::error::{ConfigError, CoreError};
 use crate::message_id::MessageId;
 
 use actions::{Action, Actions, Incoming};
-use batch_acks::{BatchAcks, MemberAck};
+use batch_acks::{AckSet, BatchAcks, MemberAck};
 use chunk_ends::ChunkEnds;
 use chunk_gate::ChunkGate;
 use config::CoreConfig;
@@ -511,7 +511,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
 
     /// Sends a cumulative ack, or as much of it as the chunk gate lets go;
     /// returns whether an ACK was queued.
-    fn ack_cumulative_on_wire(&mut self, id: MessageId, ack_set: Option<Vec<i64>>) -> bool {
+    fn ack_cumulative_on_wire(&mut self, id: MessageId, ack_set: Option<AckSet>) -> bool {
         let queued = self.queue.earliest_chunked();
         let admitted = self.chunk_gate.admit((id, ack_set), queued);
         if let Some((id, ack_set)) = admitted {

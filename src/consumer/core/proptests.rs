@@ -155,7 +155,7 @@ impl Model {
                 ack_set,
             } => {
                 prop_assert!(ack_set.is_none() || ids.len() == 1);
-                let words = ack_set.clone().unwrap_or_default();
+                let words = ack_set.clone().unwrap_or_default().words;
                 // Ids of another ledger are the application's acks of ids
                 // it never received: sent as asked, nothing to check.
                 for id in ids.into_iter().filter(|id| id.ledger_id == 1) {

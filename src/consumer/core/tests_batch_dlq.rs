@@ -2,6 +2,7 @@
 
 use super::Acked;
 use super::actions::Incoming;
+use super::batch_acks::AckSet;
 use super::config::CoreConfig;
 use super::dead_letter::{DeadLetterCutoff, DeadLetterPolicy};
 use super::nack::NackPolicy;
@@ -150,14 +151,14 @@ fn batch_index_ack_sends_each_member_with_its_ack_set() {
     let partial = A::Ack {
         ids: vec![id(5)],
         cumulative: false,
-        ack_set: Some(vec![0b01]),
+        ack_set: Some(AckSet::new(vec![0b01], 2)),
     };
     assert_eq!(drain(&mut core), [partial]);
     core.ack(t0, member(5, 0));
     let alone = |entry, set| A::Ack {
         ids: vec![id(entry)],
         cumulative: false,
-        ack_set: Some(vec![set]),
+        ack_set: Some(AckSet::new(vec![set], 2)),
     };
     // The last member too: the broker acks the entry once each member is.
     assert_eq!(drain(&mut core), [alone(5, 0b10)]);
@@ -211,14 +212,14 @@ fn with_batch_index_ack_each_member_ack_names_that_member_the_last_too() {
     let partial = A::Ack {
         ids: vec![id(5)],
         cumulative: false,
-        ack_set: Some(vec![0b1101]),
+        ack_set: Some(AckSet::new(vec![0b1101], 4)),
     };
     assert_eq!(drain(&mut core), [partial]);
     core.ack(t0, member(5, 3));
     let last = A::Ack {
         ids: vec![id(5)],
         cumulative: false,
-        ack_set: Some(vec![0b0111]),
+        ack_set: Some(AckSet::new(vec![0b0111], 4)),
     };
     assert_eq!(drain(&mut core), [last]);
 }
@@ -425,7 +426,7 @@ fn every_member_acked_after_a_reconnect_acks_the_entry_at_once() {
             vec![A::Ack {
                 ids: vec![id(5)],
                 cumulative: false,
-                ack_set: Some(vec![0b10]),
+                ack_set: Some(AckSet::new(vec![0b10], 2)),
             }]
         } else {
             assert_eq!(first, Acked::AwaitingBatch { entry: id(5) });
@@ -441,7 +442,7 @@ fn every_member_acked_after_a_reconnect_acks_the_entry_at_once() {
             A::Ack {
                 ids: vec![id(5)],
                 cumulative: false,
-                ack_set: Some(vec![0b01]),
+                ack_set: Some(AckSet::new(vec![0b01], 2)),
             }
         } else {
             ack(&[id(5)])
@@ -571,7 +572,7 @@ fn with_batch_index_ack_a_rewind_brings_back_the_members_whose_acks_were_confirm
     let last = A::Ack {
         ids: vec![id(5)],
         cumulative: false,
-        ack_set: Some(vec![0b101]),
+        ack_set: Some(AckSet::new(vec![0b101], 3)),
     };
     assert_eq!(drain(&mut core), [last], "member 1 alone");
     core.on_reconnect();

@@ -93,7 +93,8 @@ pub(super) struct AckAnswer {
 }
 
 /// The ids `run` acks individually: an entry, or with an `ack_set` (batch
-/// index ack) the members it leaves clear; none for a cumulative ack.
+/// index ack) the members it leaves clear (of its `batch_size`, when it
+/// names one); none for a cumulative ack.
 pub(super) fn individual_ids(run: &[MessageIdData], kind: AckType) -> Vec<MessageId> {
     if kind == AckType::Cumulative {
         return Vec::new();
@@ -105,12 +106,36 @@ pub(super) fn individual_ids(run: &[MessageIdData], kind: AckType) -> Vec<Messag
             ids.push(id);
             continue;
         }
-        let bits = i32::try_from(data.ack_set.len() * 64).unwrap_or(i32::MAX);
-        let acked =
-            (0..bits).filter(|&m| !crate::consumer::unpack::still_unacked(&data.ack_set, m));
-        ids.extend(acked.map(|member| id.with_batch_index(member)));
+        ids.extend(acked_members(data).map(|member| id.with_batch_index(member)));
     }
     ids
+}
+
+/// The members an id with an `ack_set` leaves clear: of its `batch_size`,
+/// when it names one, else every bit of the set.
+fn acked_members(data: &MessageIdData) -> impl Iterator<Item = i32> + '_ {
+    let bits = i32::try_from(data.ack_set.len() * 64).unwrap_or(i32::MAX);
+    let members = data.batch_size.map_or(bits, |size| size.clamp(0, bits));
+    (0..members).filter(|&m| !crate::consumer::unpack::still_unacked(&data.ack_set, m))
+}
+
+/// Takes out of an ACK's id `data` the acks the broker applied already
+/// (`applied`): an entry's id goes whole; an id with an `ack_set` gets
+/// the bits of its applied members set again, and goes once it acks no
+/// member. False if nothing is left to ack.
+fn unapplied_part(data: &mut MessageIdData, applied: impl Fn(MessageId) -> bool) -> bool {
+    let id = MessageId::from_proto(data);
+    if data.ack_set.is_empty() {
+        return !applied(id);
+    }
+    let done: Vec<i32> = acked_members(data)
+        .filter(|&m| applied(id.with_batch_index(m)))
+        .collect();
+    for member in done {
+        let (word, bit) = ((member / 64) as usize, member % 64);
+        data.ack_set[word] |= 1_i64 << bit;
+    }
+    acked_members(data).next().is_some()
 }
 
 /// A flight's outcome once `answers` came, in order (the first error ends
@@ -323,13 +348,8 @@ impl Driver {
         let applied: std::collections::HashSet<_> = applied.into_iter().collect();
         for ack in &mut flight.acks {
             if ack.kind == AckType::Individual {
-                // An id with an ack_set names its entry: applied once every
-                // member it leaves clear is.
-                ack.ids.retain(|d| {
-                    !individual_ids(std::slice::from_ref(d), AckType::Individual)
-                        .iter()
-                        .all(|member| applied.contains(member))
-                });
+                ack.ids
+                    .retain_mut(|d| unapplied_part(d, |id| applied.contains(&id)));
             }
         }
         flight.acks.retain(|ack| !ack.ids.is_empty());
@@ -350,15 +370,13 @@ impl Driver {
         self.subs[index].acks.in_flight = in_flight;
         let shelved = self.shelf.lock();
         let core = &shelved.slots[index].core;
-        let applied = |d: &MessageIdData| {
-            d.ack_set.is_empty() && core.ack_applied(crate::MessageId::from_proto(d))
-        };
+        let applied = |id| core.ack_applied(id);
         let sub = &mut self.subs[index];
-        sub.grouped.retain(|d| !applied(d));
+        sub.grouped.retain_mut(|d| unapplied_part(d, applied));
         for flight in sub.acks.in_flight.values_mut() {
             for ack in &mut flight.acks {
                 if ack.kind == AckType::Individual {
-                    ack.ids.retain(|d| !applied(d));
+                    ack.ids.retain_mut(|d| unapplied_part(d, applied));
                 }
             }
             flight.acks.retain(|ack| !ack.ids.is_empty());
@@ -468,5 +486,32 @@ mod tests {
             ]
         );
         assert!(individual_ids(&[MessageId::new(7, 3).to_proto()], AckType::Cumulative).is_empty());
+    }
+
+    #[test]
+    fn a_frame_naming_its_batch_size_acks_no_member_past_it() {
+        let mut members = MessageId::new(7, 4).to_proto();
+        // Member 1 of a batch of 3 acked; the bits past the batch are clear.
+        members.ack_set = vec![0b101];
+        members.batch_size = Some(3);
+        let ids = individual_ids(&[members], AckType::Individual);
+        assert_eq!(ids, [MessageId::new(7, 4).with_batch_index(1)]);
+    }
+
+    #[test]
+    fn applied_acks_are_taken_out_of_a_frame_sent_again() {
+        let entry = MessageId::new(7, 3);
+        let mut plain = entry.to_proto();
+        assert!(unapplied_part(&mut plain, |_| false));
+        assert!(!unapplied_part(&mut plain, |id| id == entry));
+
+        // Members 0 and 2 of a batch of 4 acked; member 0's ack applied.
+        let mut members = MessageId::new(7, 4).to_proto();
+        members.ack_set = vec![0b1010];
+        members.batch_size = Some(4);
+        let batch = MessageId::new(7, 4);
+        assert!(unapplied_part(&mut members, |id| id == batch.with_batch_index(0)));
+        assert_eq!(members.ack_set, [0b1011], "member 2 alone is left to ack");
+        assert!(!unapplied_part(&mut members, |id| id == batch.with_batch_index(2)));
     }
 }

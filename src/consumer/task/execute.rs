@@ -72,7 +72,8 @@ impl Driver {
                     let ids = ids.into_iter().map(move |m| {
                         let mut data = m.with_partition(partition).to_proto();
                         if let Some(set) = &ack_set {
-                            data.ack_set.clone_from(set);
+                            data.ack_set.clone_from(&set.words);
+                            data.batch_size = i32::try_from(set.size).ok();
                         }
                         data
                     });
