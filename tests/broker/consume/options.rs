@@ -256,6 +256,12 @@ async fn big_messages_under_a_small_memory_limit_all_arrive() {
 /// the receiver queue may not hold the whole limit while the relay's
 /// producer waits for memory (receive, send, await the receipt, ack), so
 /// every message gets through.
+///
+/// The messages are small (1 KiB, the limit 64 KiB): pulsar-lite 0.2.0
+/// stops dispatching to a consumer for good when its connection's write
+/// buffer passes 64 KiB just as a dispatch round starts, until the next
+/// FLOW; a backlog of big messages, all within one FLOW's permits, can
+/// stall there.
 #[tokio::test]
 async fn a_relay_under_a_small_memory_limit_relays_every_message() {
     let Some(broker) = TestBroker::start().await else {
@@ -267,7 +273,7 @@ async fn a_relay_under_a_small_memory_limit_relays_every_message() {
         let (from, to) = (unique_topic("relay-from"), unique_topic("relay-to"));
         let mut producer = RawProducer::create(&feeder, &from).await;
         let body = |i: u32| {
-            let mut b = vec![0_u8; 16 * 1024];
+            let mut b = vec![0_u8; 1024];
             b[..4].copy_from_slice(&i.to_be_bytes());
             Bytes::from(b)
         };
@@ -278,7 +284,7 @@ async fn a_relay_under_a_small_memory_limit_relays_every_message() {
             progress.tick();
         }
         let relay = client_builder(&broker)
-            .memory_limit(1024 * 1024)
+            .memory_limit(64 * 1024)
             .build()
             .await
             .expect("client");
