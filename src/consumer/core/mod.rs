@@ -254,10 +254,16 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             return Ok(());
         }
         if self.acked.covers(id, incoming.position) {
-            // Acked by the application, yet the broker sends it again: its
-            // ACK may have been lost with a connection. Acked again (an ack
-            // is idempotent), so it does not stay in the subscription.
+            // Acked by the application, yet the broker sends it again.
             self.skip_arrival();
+            if !self.acked.may_be_lost(id, incoming.position)
+                && (!id.is_batch_member() || self.config.batch_index_ack_enabled)
+            {
+                // Its ACK is on its way, or applied: nothing to send again.
+                return Ok(());
+            }
+            // Its ACK may have been lost with a connection: acked again (an
+            // ack is idempotent), so it does not stay in the subscription.
             if id.is_batch_member() {
                 if self.config.batch_index_ack_enabled {
                     // Its ack goes out again at once: remembered anew.
@@ -432,6 +438,15 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// applied.
     pub(crate) fn acks_applied(&mut self, ids: impl IntoIterator<Item = MessageId>) {
         self.acked.mark_applied(ids);
+    }
+
+    /// ACK requests that acked `ids` individually went unanswered with
+    /// their connection and will not be sent again: copies of their
+    /// messages bring an ack again (see [`AckMemory::sent_unanswered`]).
+    /// Call it before
+    /// [`on_reconnect_unsent_after`](Self::on_reconnect_unsent_after).
+    pub(crate) fn acks_sent_unanswered(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        self.acked.sent_unanswered(ids);
     }
 
     /// Whether an [`Action::Ack`] waits to be polled.

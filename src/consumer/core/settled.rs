@@ -23,7 +23,7 @@
 //! reset-cursor, another consumer's seek) and is handed out, as the Java
 //! client does for acks it flushed. An ack not confirmed by then may have
 //! been lost with the connection: its copies are still dropped, and acked
-//! again.
+//! again only if nothing sends its ACK again ([`AckMemory::may_be_lost`]).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -100,6 +100,17 @@ impl AckMemory {
         self.settled.covers(id, position)
     }
 
+    /// Whether every ack that covers the message `id` (ending at
+    /// `position`) may have been lost with a connection and will not be
+    /// sent again: only then does a copy of it need an ack again. An ack
+    /// on its way (answered on this connection, or sent again under the
+    /// next subscription) or applied needs none: sent again anyway, it
+    /// could still be on its way when an operator resets the cursor, and
+    /// ack the reset's copy unseen.
+    pub(crate) fn may_be_lost(&self, id: MessageId, position: MessageId) -> bool {
+        self.settled.may_be_lost(id, position)
+    }
+
     /// Whether the broker applied an ack of `id` (acked individually):
     /// the ACK that carried it was answered. Known until the next
     /// reconnect, which forgets applied acks.
@@ -140,6 +151,37 @@ impl AckMemory {
             }
             if ids.binary_search(id).is_ok() {
                 *stamp = APPLIED;
+            }
+        }
+    }
+
+    /// ACK requests that acked `ids` individually were not answered when
+    /// their connection or consumer was lost, and will not be sent again:
+    /// the acks of those ids not confirmed may have been lost, whatever
+    /// [`on_reconnect_unsent_after`](Self::on_reconnect_unsent_after)
+    /// supposes of the acks past its mark (a member's ACK goes at once
+    /// while a group of plain acks waits). Call it before that.
+    pub(crate) fn sent_unanswered(&mut self, ids: impl IntoIterator<Item = MessageId>) {
+        let mut ids: Vec<MessageId> = ids.into_iter().collect();
+        if ids.is_empty() {
+            return;
+        }
+        ids.sort_unstable();
+        let confirmed = &self.confirmed;
+        let lose = |stamp: &mut Stamp| {
+            if !confirmed.contains(*stamp) {
+                *stamp = UNCONFIRMED_AT_RECONNECT;
+            }
+        };
+        for id in &ids {
+            if let Some(stamps) = self.settled.ids.get_mut(id) {
+                lose(&mut stamps.first);
+                lose(&mut stamps.latest);
+            }
+        }
+        for (id, stamp) in &mut self.recent.ids {
+            if ids.binary_search(id).is_ok() {
+                lose(stamp);
             }
         }
     }
@@ -411,6 +453,30 @@ impl Settled {
             || (!self.ids.is_empty()
                 && (self.ids.contains_key(&id)
                     || (id.is_batch_member() && self.ids.contains_key(&id.entry()))))
+    }
+
+    /// See [`AckMemory::may_be_lost`].
+    fn may_be_lost(&self, id: MessageId, position: MessageId) -> bool {
+        let lost = |s: &AckStamps| {
+            s.first == UNCONFIRMED_AT_RECONNECT && s.latest == UNCONFIRMED_AT_RECONNECT
+        };
+        if self
+            .floors
+            .back()
+            .is_some_and(|(floor, _)| position <= *floor)
+        {
+            return false;
+        }
+        if let Some(stamps) = self
+            .ids
+            .get(&id)
+            .or_else(|| self.ids.get(&id.entry()).filter(|_| id.is_batch_member()))
+        {
+            return lost(stamps);
+        }
+        self.unconfirmed_floor
+            .as_ref()
+            .is_some_and(|floor| floor.stamps.iter().all(|s| *s == UNCONFIRMED_AT_RECONNECT))
     }
 
     /// Forgets the confirmed acks; the others keep the stamp `lost` gives

@@ -383,6 +383,22 @@ impl Driver {
         }
     }
 
+    /// The ACK requests of sub `index` sent without receipts and not
+    /// answered when its consumer was lost: nothing sends them again, so
+    /// their acks may be lost, and copies of their messages are acked
+    /// again. Call it once the answers in are taken, before the core's
+    /// reconnect.
+    pub(super) fn lose_unanswered_acks(&mut self, index: usize) {
+        let mut shelved = self.shelf.lock();
+        let core = &mut shelved.slots[index].core;
+        for flight in self.subs[index].acks.in_flight.values() {
+            if flight.confirms_only() {
+                let ids = flight.frames.iter().flatten().copied();
+                core.acks_sent_unanswered(ids);
+            }
+        }
+    }
+
     /// Takes the outcomes of the flights already answered. The connection
     /// routes an answer before the CLOSE_CONSUMER (or the loss) that
     /// follows it on the wire, so at a reconnect this confirms every ack

@@ -140,6 +140,7 @@ impl Driver {
         // Answers that came before the loss confirm their acks first.
         self.take_answered_acks();
         self.drop_applied_acks(index);
+        self.lose_unanswered_acks(index);
         let sub = &mut self.subs[index];
         let durable = self.settings.options.durable;
         {
