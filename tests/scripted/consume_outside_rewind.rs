@@ -41,6 +41,16 @@ async fn acks(broker: &mut FakeBroker, n: usize, answer: bool) -> Vec<u64> {
     entries
 }
 
+/// The next ACK frame's command, past the FLOWs before it.
+async fn next_ack(broker: &mut FakeBroker) -> Box<proto::CommandAck> {
+    loop {
+        let frame = broker.recv().await.expect("the client's frames");
+        if let Some(ack) = frame.command.ack {
+            return ack;
+        }
+    }
+}
+
 /// Sends entries `entries` to consumer `id`, each with `text`.
 async fn send(
     broker: &mut FakeBroker,
@@ -689,12 +699,7 @@ async fn a_copy_that_comes_while_its_ack_is_on_its_way_is_not_acked_again() {
         });
         assert_eq!(acks(&mut broker, 1, false).await, [1]);
         let unloaded = closed_and_subscribed_again(&mut broker, id).await;
-        let again = loop {
-            let frame = broker.recv().await.expect("the client's frames");
-            if let Some(ack) = frame.command.ack {
-                break ack;
-            }
-        };
+        let again = next_ack(&mut broker).await;
         assert_eq!(again.message_id[0].entry_id, 1, "sent again");
         // The copy, sent before the broker read the ACK; then a new message.
         send(&mut broker, unloaded, 1..=1, "copy").await;
@@ -706,12 +711,7 @@ async fn a_copy_that_comes_while_its_ack_is_on_its_way_is_not_acked_again() {
         let two = consumer.receive().await.expect("receive");
         assert_eq!(two.id().entry_id, 2, "the copy of 1 is dropped");
         let acked = tokio::spawn(async move { consumer.ack(&two).await });
-        let next = loop {
-            let frame = broker.recv().await.expect("the client's frames");
-            if let Some(ack) = frame.command.ack {
-                break ack;
-            }
-        };
+        let next = next_ack(&mut broker).await;
         let entries: Vec<u64> = next.message_id.iter().map(|i| i.entry_id).collect();
         assert_eq!(entries, [2], "the copy of 1 was acked again");
         let request = next.request_id.expect("every ACK is a request");
@@ -744,12 +744,7 @@ async fn a_member_ack_sent_beside_a_waiting_group_and_lost_is_acked_again_on_its
         assert_eq!(member.id().batch_index, 0);
         consumer.ack(&member).await.expect("ack");
         // The member's ACK goes at once; the broker never reads it.
-        let lost = loop {
-            let frame = broker.recv().await.expect("the client's frames");
-            if let Some(ack) = frame.command.ack {
-                break ack;
-            }
-        };
+        let lost = next_ack(&mut broker).await;
         assert_eq!(lost.message_id[0].entry_id, 2);
         let reset = closed_and_subscribed_again(&mut broker, id).await;
         broker.send_frame(super::acks::batch(reset, 2, 2)).await;
