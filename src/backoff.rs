@@ -127,17 +127,42 @@ impl Backoff {
 }
 
 /// A jitter source seeded from the process's random hasher keys (no clock,
-/// no extra dependency): splitmix64, one sequence per backoff.
+/// no extra dependency): splitmix64, one sequence per backoff. Under a
+/// simulation ([`seed_jitter`]) the sequences follow its seed instead.
 fn random_jitter() -> Jitter {
     use std::hash::{BuildHasher, Hasher};
-    let mut state = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
+    #[cfg(feature = "testing")]
+    let seeded = JITTER_SEED.with(|seed| {
+        let next = seed.get()?;
+        seed.set(Some(next.wrapping_add(1)));
+        Some(splitmix64(next))
+    });
+    #[cfg(not(feature = "testing"))]
+    let seeded = None;
+    let mut state = seeded.unwrap_or_else(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
     Box::new(move || {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         // 53 random bits → [0, 1).
         (splitmix64(state) >> 11) as f64 / (1u64 << 53) as f64
     })
+}
+
+#[cfg(feature = "testing")]
+thread_local! {
+    /// The seed of the next backoff's jitter made on this thread, while a
+    /// simulation runs here.
+    static JITTER_SEED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes the jitter of every backoff created on this thread follow `seed`
+/// (`None`: random again), so a simulation replays exactly.
+#[cfg(feature = "testing")]
+pub(crate) fn seed_jitter(seed: Option<u64>) {
+    JITTER_SEED.with(|s| s.set(seed));
 }
 
 /// splitmix64's output function: a well-mixed 64-bit value of `z` (the

@@ -26,7 +26,7 @@
 //! elsewhere brings them on purpose) while the others are dropped, and acks
 //! waiting to be sent again are dropped if their message's ack was applied.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::FutureExt as _;
@@ -201,7 +201,7 @@ pub(super) struct AckWaiters {
     /// Replies of acks the core queued: answered by the next pass's ACKs.
     pub(super) next: Vec<Reply<()>>,
     /// Flights sent and not answered, by token.
-    pub(super) in_flight: HashMap<u64, Flight>,
+    pub(super) in_flight: BTreeMap<u64, Flight>,
     /// Flights to send once subscribed again.
     pub(super) resend: Vec<Flight>,
     /// The core's ack mark at the end of the last pass over its actions:
@@ -216,7 +216,7 @@ impl AckWaiters {
     /// The connection or consumer is gone: flights in flight go out again
     /// after the next subscribe (their late outcomes are ignored).
     pub(super) fn requeue_in_flight(&mut self) {
-        for (_, flight) in self.in_flight.drain() {
+        for flight in std::mem::take(&mut self.in_flight).into_values() {
             if flight.confirms_only() {
                 continue;
             }
@@ -248,7 +248,11 @@ impl AckWaiters {
         let replies = self
             .next
             .drain(..)
-            .chain(self.in_flight.drain().flat_map(|(_, f)| f.replies))
+            .chain(
+                std::mem::take(&mut self.in_flight)
+                    .into_values()
+                    .flat_map(|f| f.replies),
+            )
             .chain(self.resend.drain(..).flat_map(|f| f.replies));
         for reply in replies {
             let _ = reply.send(Err(error()));

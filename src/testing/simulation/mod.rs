@@ -226,6 +226,8 @@ impl Simulation {
     pub fn run(&self) -> Report {
         watch_panics();
         PANICS.with(|p| p.borrow_mut().clear());
+        crate::backoff::seed_jitter(Some(self.seed));
+        crate::consumer::core::unacked::id_hash::fix_process_key();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
@@ -233,6 +235,7 @@ impl Simulation {
             .expect("a current-thread runtime");
         let mut report = runtime.block_on(self.run_here());
         drop(runtime);
+        crate::backoff::seed_jitter(None);
         PANICS.with(|p| {
             for panic in p.borrow_mut().drain(..) {
                 report.violations.push(format!("a task panicked: {panic}"));
