@@ -66,6 +66,12 @@ struct AckedOk {
     id: MessageId,
     /// Handed out again since (by a rewind): not acked as it stands.
     handed_since: bool,
+    /// Acked by a cumulative ack that the consumer may have held back
+    /// short of a chunked message at or before it not handed out yet (the
+    /// chunk gate): its `Ok` promised the short ACK only, and a consumer
+    /// closed before the message is handed out leaves this one to come
+    /// again (docs/consumer-acks.md, "Cumulative acks").
+    held_back: bool,
 }
 
 /// When an ack of the application began.
@@ -186,6 +192,9 @@ pub(crate) struct Journal {
     /// Every entry a member of which the application was handed:
     /// (partition topic, ledger, entry).
     pub(crate) handed_entries: HashSet<(String, u64, u64)>,
+    /// The first chunks of the chunked messages handed out, by consumer
+    /// instance and rewind epoch.
+    handed_chunks: HashSet<(usize, u64, String, (u64, u64))>,
     /// Per instance: the messages handed out and not yet acked, for a
     /// cumulative ack (partition topic → ids with names).
     pub(crate) open: HashMap<(usize, String), Vec<(MessageId, String)>>,
@@ -428,6 +437,14 @@ impl Journal {
         }
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
+        if let Some(first) = id.first_chunk() {
+            self.handed_chunks.insert((
+                instance,
+                self.epoch,
+                topic.clone(),
+                (first.ledger_id, first.entry_id),
+            ));
+        }
         self.handed_epoch.insert(name.clone(), self.epoch);
         let acked = self.acked_ok.get(&name).cloned();
         if let Some(ack) = self.acked_ok.get_mut(&name) {
@@ -441,6 +458,7 @@ impl Journal {
             let knew = self.sent_after_ack(&topic, &id, count, received);
             let excused = ack.epoch < self.epoch
                 || ack.amid_seek
+                || ack.held_back
                 || match knew {
                     Some(sent_after) => !sent_after,
                     None => !self.receipts,
@@ -599,6 +617,7 @@ impl Journal {
                 amid_seek: self.seeking > 0,
                 id,
                 handed_since: false,
+                held_back: false,
             },
         );
     }
@@ -619,8 +638,17 @@ impl Journal {
         let (upto, rest): (Vec<_>, Vec<_>) = open
             .into_iter()
             .partition(|(i, _)| key_of(i) <= key_of(&id));
+        // The first chunk of the earliest chunked message at or before
+        // the ack not handed to this consumer since the last rewind: the
+        // chunk gate may hold the ack back short of it.
+        let in_the_way = self.chunk_in_the_way(instance, topic, &id);
         for (at, name) in upto {
             self.acked(instance, &name, (topic, at), begun);
+            if in_the_way.is_some_and(|first| (at.ledger_id, at.entry_id) >= first) {
+                if let Some(ack) = self.acked_ok.get_mut(&name) {
+                    ack.held_back = true;
+                }
+            }
         }
         if !rest.is_empty() {
             self.open.insert((instance, topic.to_owned()), rest);
@@ -634,6 +662,33 @@ impl Journal {
                 owed.topic != topic || owed.reset_at >= begun.0 || key_of(&owed.id) > key_of(&id)
             });
         }
+    }
+
+    /// The first chunk, at or before `upto` on `topic`, of the earliest
+    /// chunked message the broker stored that consumer `instance` was not
+    /// handed since the last rewind.
+    fn chunk_in_the_way(
+        &self,
+        instance: usize,
+        topic: &str,
+        upto: &MessageId,
+    ) -> Option<(u64, u64)> {
+        let broker = self.broker.as_ref()?;
+        let handed = |first: (u64, u64)| {
+            self.handed_chunks
+                .contains(&(instance, self.epoch, topic.to_owned(), first))
+        };
+        broker.with_model(|m| {
+            m.topic(topic)?
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.metadata.chunk_id == Some(0) && e.metadata.num_chunks_from_msg > Some(1)
+                })
+                .map(|e| (e.id.ledger_id, e.id.entry_id))
+                .filter(|first| *first <= (upto.ledger_id, upto.entry_id) && !handed(*first))
+                .min()
+        })
     }
 
     /// The application nacked `name` or left it for the ack timeout.
