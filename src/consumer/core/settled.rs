@@ -727,6 +727,43 @@ mod tests {
     }
 
     #[test]
+    fn only_an_ack_lost_and_not_sent_again_may_be_lost() {
+        let lost = |memory: &AckMemory, entry| memory.may_be_lost(id(entry), id(entry));
+        let mut memory = AckMemory::new(8);
+        memory.acked_unheld(id(1));
+        memory.acked_cumulative(id(5));
+        assert!(!lost(&memory, 1) && !lost(&memory, 3), "on their way");
+        // Lost with the connection and not sent again: both may be lost.
+        memory.on_reconnect(false);
+        assert!(lost(&memory, 1) && lost(&memory, 3));
+        // Acked again: that ack is on its way.
+        memory.acked_unheld(id(1));
+        assert!(!lost(&memory, 1));
+
+        // Sent again under the next subscription: on their way.
+        let mut resent = AckMemory::new(8);
+        resent.acked_unheld(id(1));
+        resent.on_reconnect(true);
+        assert!(acked(&resent, 1) && !lost(&resent, 1));
+    }
+
+    #[test]
+    fn acks_sent_and_unanswered_at_a_reconnect_may_be_lost_though_past_its_mark() {
+        let mut memory = AckMemory::new(8);
+        memory.acked_unheld(id(1));
+        memory.acked_held(id(2));
+        memory.acked_unheld(id(3));
+        memory.confirm(1);
+        // The ACKs of 2 and 3 went out, unanswered; the reconnect takes
+        // every ack as unsent (a group waited since before them).
+        memory.sent_unanswered([id(2), id(3)]);
+        memory.on_reconnect_unsent_after(false, 0);
+        assert!(!acked(&memory, 1), "confirmed");
+        assert!(acked(&memory, 2) && memory.may_be_lost(id(2), id(2)));
+        assert!(acked(&memory, 3) && memory.may_be_lost(id(3), id(3)));
+    }
+
+    #[test]
     fn a_seek_forgets_every_ack() {
         let mut memory = AckMemory::new(8);
         memory.acked_unheld(id(1));
