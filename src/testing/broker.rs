@@ -349,6 +349,14 @@ impl TestBroker {
         self.inner.apply(|m| m.fail_sends(topic, count, code));
     }
 
+    /// Stores each chunk after a chunked message's first `pace` after its
+    /// producer's SEND before it, as from a producer on a slow link, so
+    /// other producers' messages are stored between the chunks (`None`:
+    /// every SEND is stored as it arrives).
+    pub fn pace_chunks(&self, pace: Option<Duration>) {
+        self.inner.apply(|m| m.pace_chunks(pace));
+    }
+
     /// Stores and confirms SENDs to `topic` only `delay` after they arrive
     /// (a slow topic, e.g. a slow dead-letter topic); zero ends it.
     pub fn slow_sends(&self, topic: &str, delay: Duration) {

@@ -69,6 +69,13 @@ pub(crate) struct Model {
     acked_by: HashMap<usize, String>,
     failing: HashMap<String, VecDeque<ServerError>>,
     slow: HashMap<String, Duration>,
+    /// Each chunk after a message's first is stored this long after the
+    /// SEND before it of its producer, as from a producer on a slow link:
+    /// other producers' messages are stored between the chunks.
+    chunk_pace: Option<Duration>,
+    /// When the last SEND of each producer (connection, id) is due: a
+    /// paced producer's SENDs are stored in order.
+    due_after: HashMap<(ConnId, u64), Instant>,
     held: Vec<HeldSend>,
     out: Vec<Out>,
     /// What CONNECTED announces.
@@ -91,6 +98,8 @@ impl Model {
             acked_by: HashMap::new(),
             failing: HashMap::new(),
             slow: HashMap::new(),
+            chunk_pace: None,
+            due_after: HashMap::new(),
             held: Vec::new(),
             out: Vec::new(),
             max_message_size: replies::DEFAULT_MAX_MESSAGE_SIZE,
@@ -155,6 +164,12 @@ impl Model {
         } else {
             self.slow.insert(topic.to_owned(), delay);
         }
+    }
+
+    /// Stores each chunk after a message's first `pace` after its
+    /// producer's SEND before it (`None`: at once, as it arrives).
+    pub(crate) fn pace_chunks(&mut self, pace: Option<Duration>) {
+        self.chunk_pace = pace;
     }
 
     /// Closes every connection (clients reconnect). As in a broker
@@ -316,6 +331,7 @@ impl Model {
             return;
         };
         self.held.retain(|h| h.conn != conn);
+        self.due_after.retain(|(c, _), _| *c != conn);
         let mut topics = std::collections::BTreeSet::new();
         for (id, (topic, sub)) in state.consumers {
             self.leave(conn, id, &topic, &sub);
@@ -481,8 +497,17 @@ impl Model {
             );
             return;
         }
+        let mut at = now + self.slow.get(&topic).copied().unwrap_or_default();
+        if let Some(pace) = self.chunk_pace {
+            let producer = (conn, send.producer_id);
+            at = at.max(self.due_after.get(&producer).copied().unwrap_or(at));
+            if payload.metadata.chunk_id.unwrap_or(0) > 0 {
+                at += pace;
+            }
+            self.due_after.insert(producer, at);
+        }
         let held = HeldSend {
-            at: now + self.slow.get(&topic).copied().unwrap_or_default(),
+            at,
             conn,
             producer_id: send.producer_id,
             sequence_id: send.sequence_id,

@@ -36,6 +36,12 @@ const SETTLE_BOUND: Duration = Duration::from_secs(1800);
 /// How often the end of a run looks (virtual time).
 const SETTLE_POLL: Duration = Duration::from_millis(100);
 
+/// How long a paced producer waits between a message's chunks.
+const CHUNK_PACE: Duration = Duration::from_millis(40);
+
+/// Mixed with the seed to decide whether its chunks are paced.
+const CHUNK_PACE_SALT: u64 = 0xc4a2_7e5d;
+
 /// One seed of the simulation, ready to run.
 ///
 /// # Examples
@@ -310,6 +316,15 @@ impl Simulation {
     ) -> (Journal, Vec<String>) {
         let broker = TestBroker::start();
         broker.set_max_message_size(MAX_MESSAGE_SIZE as i32);
+        // Half the seeds with chunked messages pace them, so another
+        // producer's messages are stored, and read, between a message's
+        // chunks (a hash of the seed decides: the workload's draws stay
+        // as they were).
+        if workload.chunk_every > 0
+            && crate::backoff::splitmix64(self.seed ^ CHUNK_PACE_SALT) % 2 == 0
+        {
+            broker.pace_chunks(Some(CHUNK_PACE));
+        }
         if workload.partitions > 0 {
             broker.create_partitioned_topic(TOPIC, workload.partitions);
         }
