@@ -181,15 +181,15 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     pub(crate) fn on_tick(&mut self, now: Instant) {
         self.anchor(now);
         let expired = self.held.expire(now);
-        let expired = self.renew_leases(now, expired);
+        let mut expired = self.renew_leases(now, expired);
         let nacked = self.nacks.expire(now);
         if !expired.is_empty() {
             self.request_redelivery(&expired, None);
         }
-        self.timed_out = expired
-            .iter()
-            .map(|id| self.chunk_ends.shown(*id))
-            .collect();
+        for id in &mut expired {
+            *id = self.chunk_ends.shown(*id);
+        }
+        self.timed_out = expired;
         if !nacked.is_empty() {
             self.request_redelivery(&nacked, Some(now));
         }

@@ -256,10 +256,12 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         if self.acked.covers(id, incoming.position) {
             // Acked by the application, yet the broker sends it again.
             self.skip_arrival();
+            // Its ACK is on its way, or applied: nothing to send again. (A
+            // member without batch index ack goes on below whatever: its
+            // ack is recorded on its entry, whose ACK it completes.)
             if !self.acked.may_be_lost(id, incoming.position)
                 && (!id.is_batch_member() || self.config.batch_index_ack_enabled)
             {
-                // Its ACK is on its way, or applied: nothing to send again.
                 return Ok(());
             }
             // Its ACK may have been lost with a connection: acked again (an
