@@ -41,6 +41,19 @@ async fn acks(broker: &mut FakeBroker, n: usize, answer: bool) -> Vec<u64> {
     entries
 }
 
+/// Acks `msg` in a task of its own (with receipts the call waits for the
+/// broker, which the test plays meanwhile); the task hands the consumer
+/// back with the outcome.
+fn ack_in_background(
+    consumer: Consumer,
+    msg: pulsar_wire::Message,
+) -> tokio::task::JoinHandle<(Consumer, Result<(), pulsar_wire::ConsumerError>)> {
+    tokio::spawn(async move {
+        let acked = consumer.ack(&msg).await;
+        (consumer, acked)
+    })
+}
+
 /// The next ACK frame's command, past the FLOWs before it.
 async fn next_ack(broker: &mut FakeBroker) -> Box<proto::CommandAck> {
     loop {
@@ -275,10 +288,7 @@ async fn with_receipts_an_ack_confirmed_after_a_reconnect_comes_back_after_a_res
             .await;
             send(&mut broker, id, 1..=1, "first").await;
             let msg = consumer.receive().await.expect("receive");
-            let acking = tokio::spawn(async move {
-                let acked = consumer.ack(&msg).await;
-                (consumer, acked)
-            });
+            let acking = ack_in_background(consumer, msg);
             // Applied, but the answer is lost with the consumer.
             assert_eq!(acks(&mut broker, 1, false).await, [1]);
             let again = closed_and_subscribed_again(&mut broker, id).await;
@@ -324,10 +334,7 @@ async fn with_batch_index_ack_an_ack_sent_again_after_a_reset_acks_its_member_al
         let (acked, ()) = tokio::join!(consumer.ack(&first), member_acks(&mut broker, &[0], true));
         acked.expect("ack confirmed");
         let second = consumer.receive().await.expect("receive");
-        let acking = tokio::spawn(async move {
-            let acked = consumer.ack(&second).await;
-            (consumer, acked)
-        });
+        let acking = ack_in_background(consumer, second);
         // Its answer is lost with the consumer, which the reset closes.
         member_acks(&mut broker, &[1], false).await;
         let again = closed_and_subscribed_again(&mut broker, id).await;
@@ -627,10 +634,7 @@ async fn with_batch_index_ack_a_member_dropped_beside_its_ack_on_its_way_comes_b
     let net = FakeNetwork::new();
     guard("a member's ack again across a reset", async {
         let (consumer, mut broker, id, first) = first_of_a_batch_of_four(&net).await;
-        let acking = tokio::spawn(async move {
-            let acked = consumer.ack(&first).await;
-            (consumer, acked)
-        });
+        let acking = ack_in_background(consumer, first);
         // The ACK, lost with an unload; sent again under the new consumer.
         member_acks(&mut broker, &[0], false).await;
         let unloaded = closed_and_subscribed_again(&mut broker, id).await;
@@ -693,10 +697,7 @@ async fn a_copy_that_comes_while_its_ack_is_on_its_way_is_not_acked_again() {
         .await;
         send(&mut broker, id, 1..=1, "first").await;
         let one = consumer.receive().await.expect("receive");
-        let acking = tokio::spawn(async move {
-            let acked = consumer.ack(&one).await;
-            (consumer, acked)
-        });
+        let acking = ack_in_background(consumer, one);
         assert_eq!(acks(&mut broker, 1, false).await, [1]);
         let unloaded = closed_and_subscribed_again(&mut broker, id).await;
         let again = next_ack(&mut broker).await;
