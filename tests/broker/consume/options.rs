@@ -218,10 +218,23 @@ async fn a_batch_receive_is_acked_with_one_call() {
     .await;
 }
 
+/// pulsar-lite 0.2.0 ends a dispatch round to a consumer at the first
+/// message its connection's write buffer (64 KiB high mark) refuses, and
+/// only a FLOW, a publish or a redelivery request starts the next: a
+/// consumer whose queue holds a backlog within one FLOW's permits, on a
+/// connection the client reads slowly under load, waits for ever (seen
+/// with 16 KiB and with 1 KiB messages). The memory-limit tests read such
+/// backlogs; they run on Apache Pulsar and the test kit.
+const LITE_STALLS_DISPATCH: &str = "pulsar-lite stops dispatching a backlog for good when \
+     its write buffer is full at the start of a round, until the next FLOW";
+
 /// With a memory limit far below what the receiver queue could hold, a
 /// consumer of big messages still receives every one of them.
 #[tokio::test]
 async fn big_messages_under_a_small_memory_limit_all_arrive() {
+    if skip_on(BrokerKind::Lite, LITE_STALLS_DISPATCH) {
+        return;
+    }
     let Some(broker) = TestBroker::start().await else {
         return;
     };
@@ -256,14 +269,11 @@ async fn big_messages_under_a_small_memory_limit_all_arrive() {
 /// the receiver queue may not hold the whole limit while the relay's
 /// producer waits for memory (receive, send, await the receipt, ack), so
 /// every message gets through.
-///
-/// The messages are small (1 KiB, the limit 64 KiB): pulsar-lite 0.2.0
-/// stops dispatching to a consumer for good when its connection's write
-/// buffer passes 64 KiB just as a dispatch round starts, until the next
-/// FLOW; a backlog of big messages, all within one FLOW's permits, can
-/// stall there.
 #[tokio::test]
 async fn a_relay_under_a_small_memory_limit_relays_every_message() {
+    if skip_on(BrokerKind::Lite, LITE_STALLS_DISPATCH) {
+        return;
+    }
     let Some(broker) = TestBroker::start().await else {
         return;
     };
