@@ -95,8 +95,10 @@ pub(crate) struct OwedCopy {
     /// (partition topic, where it is stored).
     pub(crate) topic: String,
     pub(crate) id: MessageId,
-    /// For a batch member, how many members of its entry the consumer
-    /// that acked it had acked by the reset.
+    /// The consumer that acked it.
+    instance: usize,
+    /// For a batch member, the most members of its entry that consumer
+    /// acked together by acks begun before the reset.
     pub(crate) members_acked: usize,
 }
 
@@ -109,8 +111,33 @@ pub(crate) struct MemberCopy {
     pub(crate) text: String,
     /// (partition topic, ledger, entry).
     pub(crate) entry: (String, u64, u64),
-    /// Members of the entry the acking consumer had acked by then.
+    /// The most members of the entry the acking consumer had acked
+    /// within one subscription by then.
     pub(crate) acked_before: usize,
+}
+
+/// The members of one entry a consumer acked `Ok`, per copy of the entry
+/// it was handed. Without batch index ack the consumer keeps its members'
+/// acks until its subscription ends, and acks the entry once they are all
+/// acked; the acks of one copy, with no fault ending subscriptions between
+/// them, are surely kept together (a copy is handed out within one
+/// subscription).
+#[derive(Debug, Clone, Default)]
+struct MembersAcked {
+    copies: HashMap<u64, CopyAcks>,
+    /// The most members of one copy surely kept together.
+    most: usize,
+}
+
+/// The acks of the members of one copy of an entry.
+#[derive(Debug, Clone, Default)]
+struct CopyAcks {
+    members: HashSet<i32>,
+    /// The record of the first ack begun.
+    first_at: u64,
+    /// A fault ending subscriptions came between the acks: the consumer
+    /// may have forgotten some before the others (not counted).
+    mixed: bool,
 }
 
 /// A message the reader read.
@@ -172,7 +199,16 @@ pub(crate) struct Journal {
     /// them back, so each is owed a hand-out (name → the reset's record).
     pub(crate) owed_after_reset: HashMap<String, OwedCopy>,
     /// Per instance and entry: the batch indexes acked `Ok`.
-    members_acked: HashMap<(usize, String, u64, u64), HashSet<i32>>,
+    members_acked: HashMap<(usize, String, u64, u64), MembersAcked>,
+    /// The records of the faults that end subscriptions: without batch
+    /// index ack a consumer forgets its members' acks at each.
+    session_marks: Vec<u64>,
+    /// Per instance and entry: the copy of the entry handed out last (a
+    /// member handed out at or below the last one's index starts a copy)
+    /// and the last member's index.
+    copies_handed: HashMap<(usize, String, u64, u64), (u64, i32)>,
+    /// Per instance and name: the copy it was handed out from last.
+    copy_of: HashMap<(usize, String), u64>,
     /// Batch members handed out again after an ack, judged at the end.
     pub(crate) member_copies: Vec<MemberCopy>,
     /// Whether members are acked one by one on the broker.
@@ -357,6 +393,7 @@ impl Journal {
         }
         if kind.ends_subscriptions() {
             self.loss_marks.push(mark);
+            self.session_marks.push(at);
         }
         self.faults.push((at, kind));
     }
@@ -378,7 +415,7 @@ impl Journal {
                     ack.id.ledger_id,
                     ack.id.entry_id,
                 ))
-                .map_or(0, HashSet::len);
+                .map_or(0, |acked| acked.most);
             self.owed_after_reset.insert(
                 name.clone(),
                 OwedCopy {
@@ -386,6 +423,7 @@ impl Journal {
                     reset_events,
                     topic,
                     id: ack.id,
+                    instance: ack.instance,
                     members_acked,
                 },
             );
@@ -437,6 +475,17 @@ impl Journal {
         }
         self.handed_entries
             .insert((topic.clone(), id.ledger_id, id.entry_id));
+        if id.is_batch_member() {
+            let handed = self
+                .copies_handed
+                .entry((instance, topic.clone(), id.ledger_id, id.entry_id))
+                .or_insert((0, -1));
+            if id.batch_index <= handed.1 {
+                handed.0 += 1;
+            }
+            handed.1 = id.batch_index;
+            self.copy_of.insert((instance, name.clone()), handed.0);
+        }
         if let Some(first) = id.first_chunk() {
             self.handed_chunks.insert((
                 instance,
@@ -481,7 +530,7 @@ impl Journal {
                     let acked_before = self
                         .members_acked
                         .get(&(ack.instance, entry.0.clone(), entry.1, entry.2))
-                        .map_or(0, HashSet::len);
+                        .map_or(0, |acked| acked.most);
                     self.member_copies.push(MemberCopy {
                         text,
                         entry,
@@ -603,10 +652,38 @@ impl Journal {
         }
         self.attempted.insert(name.to_owned());
         self.consumed.insert(name.to_owned());
-        self.members_acked
-            .entry((instance, topic.to_owned(), id.ledger_id, id.entry_id))
-            .or_default()
-            .insert(id.batch_index);
+        if let Some(&copy) = self.copy_of.get(&(instance, name.to_owned())) {
+            let now = self.clock;
+            let faults_between =
+                |from: u64| self.session_marks.iter().any(|&m| m > from && m <= now);
+            let acked = self
+                .members_acked
+                .entry((instance, topic.to_owned(), id.ledger_id, id.entry_id))
+                .or_default();
+            let acks = acked.copies.entry(copy).or_insert_with(|| CopyAcks {
+                first_at: at,
+                ..CopyAcks::default()
+            });
+            acks.mixed |= faults_between(acks.first_at.min(at));
+            acks.members.insert(id.batch_index);
+            if !acks.mixed {
+                acked.most = acked.most.max(acks.members.len());
+            }
+            // An ack begun before a reset and answered after it may have
+            // completed the batch before the consumer learnt of the reset
+            // (its entry ACK then goes out again after it): the reset's
+            // members of that batch may be acked by it.
+            let most = acked.most.max(acks.members.len());
+            for owed in self.owed_after_reset.values_mut() {
+                if owed.reset_at > at
+                    && owed.instance == instance
+                    && owed.topic == topic
+                    && (owed.id.ledger_id, owed.id.entry_id) == (id.ledger_id, id.entry_id)
+                {
+                    owed.members_acked = owed.members_acked.max(most);
+                }
+            }
+        }
         self.acked_ok.insert(
             name.to_owned(),
             AckedOk {
