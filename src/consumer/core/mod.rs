@@ -393,7 +393,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.rewind.take();
         self.acked
             .on_reconnect_unsent_after(self.config.lost_acks_resent, sent);
-        self.clear_held();
+        self.clear_held(true);
         self.epoch += 1;
         self.actions.keep_across_reconnect();
     }
@@ -577,8 +577,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
 
     /// Everything the application holds will come again (the caller has
     /// kept what it acked lately, which the broker may not have applied
-    /// yet, in the ack memory).
-    fn clear_held(&mut self) {
+    /// yet, in the ack memory): on the same subscription (a rewind it
+    /// asked for), or on a new one (`reconnected`).
+    fn clear_held(&mut self, reconnected: bool) {
         self.held.clear();
         self.chunk_ends.clear();
         self.leases.clear();
@@ -586,9 +587,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.last_chance.clear();
         // With batch index ack, the members' acks went to the broker and
         // are remembered with the other acks: a copy whose ack the broker
-        // confirmed is an outside rewind's, and handed out.
+        // confirmed is an outside rewind's, and handed out. Without it, the
+        // broker never heard of them: kept across a rewind asked for on
+        // this subscription; after a reconnect (an operator's reset, for
+        // all the consumer knows) a copy comes whole, as with the Java
+        // client.
         self.batches
-            .clear_live(!self.config.batch_index_ack_enabled);
+            .clear_live(!reconnected && !self.config.batch_index_ack_enabled);
     }
 
     /// Permits given back but not yet sent, for tests.
