@@ -143,19 +143,21 @@ async fn a_cumulative_ack_in_a_transaction_stops_short_of_a_chunked_message_not_
         broker.send_frame(chunk(id, 3, "x", 1, 2)).await;
         let x = consumer.receive().await.expect("x, whole");
         assert_eq!(&x.payload()[..], b"x0x1");
-        // The commit settles the ack here too: short again until x is out.
+        // The commit settles the ack here too: short again until x is
+        // acked.
+        consumer.ack_cumulative(&x).await.expect("ack x");
         let mut upto = next_cumulative(&mut broker).await;
         while upto == 0 {
             upto = next_cumulative(&mut broker).await;
         }
-        assert_eq!(upto, 2, "up to m, once x is out");
+        assert_eq!(upto, 3, "up to x, once acked");
     })
     .await;
 }
 
 // A first chunk that starts its ledger leaves no entry to ack in the
 // transaction: the call returns, nothing is added to the transaction, and
-// the commit's ack goes once the chunked message is handed out.
+// the commit's ack goes with the chunked message's own.
 #[tokio::test(start_paused = true)]
 async fn a_cumulative_ack_in_a_transaction_before_a_ledgers_first_chunk_waits_for_the_commit() {
     let net = FakeNetwork::new();
@@ -172,11 +174,8 @@ async fn a_cumulative_ack_in_a_transaction_before_a_ledgers_first_chunk_waits_fo
         broker.send_frame(chunk(id, 2, "x", 1, 2)).await;
         let x = consumer.receive().await.expect("x, whole");
         assert_eq!(&x.payload()[..], b"x0x1");
-        assert_eq!(
-            next_cumulative(&mut broker).await,
-            1,
-            "up to m, once x is out"
-        );
+        consumer.ack_cumulative(&x).await.expect("ack x");
+        assert_eq!(next_cumulative(&mut broker).await, 2, "up to x, once acked");
     })
     .await;
 }

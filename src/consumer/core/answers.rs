@@ -81,6 +81,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         }
         if !id.is_batch_member() {
             self.acked.acked_unheld(id);
+            self.chunk_gate.acked(id);
             self.actions.ack(id);
             return Acked::Queued;
         }
@@ -233,6 +234,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// An acked message or member (`forwarded`: by a confirmed forward).
     pub(super) fn settle(&mut self, id: MessageId, forwarded: bool) -> Acked {
         if !id.is_batch_member() {
+            self.chunk_gate.acked(id);
             self.actions.ack(id);
             return Acked::Queued;
         }

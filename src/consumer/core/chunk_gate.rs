@@ -10,13 +10,15 @@
 //! chunks after the ack again and the message can never be assembled.
 //!
 //! Here a cumulative ACK on the wire never covers the first chunk of a
-//! message that is being assembled, was just assembled, or is queued: it
-//! goes up to the entry before that chunk (nothing, when the chunk is the
-//! first entry of its ledger), and the whole ack is kept and sent once no
-//! such message stands in the way. A reconnect or a rewind keeps the
-//! message in the way until the next chunk arrives (its first chunk comes
-//! again first, since the broker sends everything after the ACK); a seek
-//! forgets it all, since the SEEK moves the cursor.
+//! message that is being assembled, was just assembled, is queued, or was
+//! handed out and is not acked yet (an ack short of its last chunk does not
+//! cover it, and a reconnect would bring its later chunks alone): it goes
+//! up to the entry before that chunk (nothing, when the chunk is the first
+//! entry of its ledger), and the whole ack is kept and sent once no such
+//! message stands in the way. A reconnect or a rewind keeps the
+//! message in the way until its first chunk comes again (the broker sends
+//! everything after the ACK), whatever the assembler says meanwhile; a
+//! seek forgets it all, since the SEEK moves the cursor.
 
 use crate::message_id::MessageId;
 
@@ -30,12 +32,18 @@ pub(crate) type CumulativeAck = (MessageId, Option<AckSet>);
 #[derive(Debug, Default)]
 pub(crate) struct ChunkGate {
     /// The first chunk of the earliest message being assembled, as the
-    /// assembler said at its last chunk (kept across a reconnect, when the
-    /// messages the queue dropped join it).
+    /// assembler said at its last chunk.
     assembling: Option<MessageId>,
+    /// The first chunk of the earliest message a reconnect or a rewind
+    /// dropped (being assembled, or queued), until the assembler takes
+    /// that chunk again, or one after it.
+    returning: Option<MessageId>,
     /// The first chunk of a message the last chunk completed, until it
     /// reaches the core (queued, or dropped there).
     arriving: Option<MessageId>,
+    /// Chunked messages handed out and not acked yet: (first chunk,
+    /// position).
+    handed: Vec<(MessageId, MessageId)>,
     /// The cumulative ack held back, the highest one asked for.
     held_back: Option<CumulativeAck>,
     /// The short ACK sent last in its place.
@@ -70,6 +78,9 @@ impl ChunkGate {
             Some(held) if held.0 > ack.0 => held,
             _ => ack,
         };
+        // The ack covers the messages handed out up to it.
+        self.handed
+            .retain(|(_, position)| entry_of(*position) > entry_of(ack.0));
         match self.in_the_way(ack.0, queued) {
             Some(first) => {
                 self.held_back = Some(ack);
@@ -94,11 +105,18 @@ impl ChunkGate {
     }
 
     /// The first chunk, at or before `upto`, of the earliest chunked
-    /// message not handed out yet.
+    /// message not handed out yet, or handed out and not covered by an ack
+    /// up to `upto`.
     fn in_the_way(&self, upto: MessageId, queued: Option<MessageId>) -> Option<MessageId> {
-        [self.assembling, self.arriving, queued]
+        let handed = self
+            .handed
+            .iter()
+            .filter(|(_, position)| entry_of(*position) > entry_of(upto))
+            .map(|(first, _)| *first);
+        [self.assembling, self.returning, self.arriving, queued]
             .into_iter()
             .flatten()
+            .chain(handed)
             .min_by_key(|id| entry_of(*id))
             .filter(|first| entry_of(upto) >= entry_of(*first))
     }
@@ -121,8 +139,30 @@ impl ChunkGate {
         assembling: Option<MessageId>,
         completed: Option<MessageId>,
     ) {
+        if let Some(returning) = self.returning {
+            let taken = [assembling, completed].into_iter().flatten();
+            if taken
+                .into_iter()
+                .any(|first| entry_of(first) >= entry_of(returning))
+            {
+                self.returning = None;
+            }
+        }
         self.assembling = assembling;
         self.arriving = completed;
+    }
+
+    /// The chunked message whose first chunk is `first`, delivered at
+    /// `position` (its last chunk), was handed out: it stands in the way
+    /// of acks short of `position` until one covers it, or it is acked.
+    pub(crate) fn handed_out(&mut self, first: MessageId, position: MessageId) {
+        self.handed.push((first, position));
+    }
+
+    /// The chunked message whose first chunk is `first` was acked alone.
+    pub(crate) fn acked(&mut self, first: MessageId) {
+        self.handed
+            .retain(|(handed, _)| entry_of(*handed) != entry_of(first));
     }
 
     /// The chunked message whose first chunk is `first` reached the core.
@@ -134,12 +174,14 @@ impl ChunkGate {
 
     /// The queue is dropped (a reconnect or a rewind) while `queued` was
     /// the first chunk of the earliest chunked message in it: that message
-    /// comes again, from its first chunk, and stands in the way until then.
+    /// comes again from its first chunk, and stands in the way until then.
+    /// Those handed out and not acked stay in the way until acked.
     pub(crate) fn starting_over(&mut self, queued: Option<MessageId>) {
-        self.assembling = [self.assembling, self.arriving, queued]
+        self.returning = [self.returning, self.assembling, self.arriving, queued]
             .into_iter()
             .flatten()
             .min_by_key(|id| entry_of(*id));
+        self.assembling = None;
         self.arriving = None;
         self.short = None;
     }
@@ -177,6 +219,61 @@ mod tests {
         assert_eq!(gate.release(Some(at(4))), None, "queued");
         assert_eq!(gate.release(None), Some((at(6), None)), "handed out");
         assert!(!gate.holds());
+    }
+
+    #[test]
+    fn a_message_handed_out_stays_in_the_way_until_an_ack_covers_it() {
+        let mut gate = ChunkGate::default();
+        gate.handed_out(at(4), at(7));
+        assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
+        assert_eq!(gate.reach(at(6), None), Some(at(3)));
+        assert_eq!(gate.reach(at(7), None), Some(at(7)), "covered");
+        assert_eq!(gate.release(None), None, "still held by the application");
+        assert_eq!(gate.admit((at(7), None), None), Some((at(7), None)));
+        assert!(!gate.holds());
+        gate.handed_out(at(8), at(10));
+        gate.acked(at(8));
+        assert_eq!(gate.admit((at(9), None), None), Some((at(9), None)));
+    }
+
+    #[test]
+    fn a_message_handed_out_comes_again_after_a_reconnect_and_stays_in_the_way() {
+        let mut gate = ChunkGate::default();
+        gate.handed_out(at(4), at(7));
+        gate.starting_over(None);
+        assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
+        // The assembler, empty after the reconnect, says so (expiring
+        // chunks): the message still comes again.
+        gate.chunks_taken(None, None);
+        assert_eq!(gate.release(None), None);
+        // Its first chunk came again: the assembler holds it.
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.release(None), None);
+        // Assembled and handed out again, then acked.
+        gate.chunks_taken(None, Some(at(4)));
+        gate.arrived(at(4));
+        gate.handed_out(at(4), at(7));
+        assert_eq!(gate.admit((at(7), None), None), Some((at(7), None)));
+    }
+
+    #[test]
+    fn a_message_being_assembled_at_a_reconnect_stays_in_the_way_until_its_first_chunk_comes_again()
+    {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(4)), None);
+        assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
+        gate.starting_over(None);
+        gate.chunks_taken(None, None);
+        assert_eq!(
+            gate.release(None),
+            Some((at(3), None)),
+            "short again, under the next subscription"
+        );
+        assert_eq!(gate.release(None), None, "though the assembler forgot it");
+        gate.chunks_taken(Some(at(4)), None);
+        gate.chunks_taken(None, Some(at(4)));
+        gate.arrived(at(4));
+        assert_eq!(gate.release(None), Some((at(5), None)), "out of the way");
     }
 
     #[test]

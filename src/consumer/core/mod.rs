@@ -348,6 +348,9 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         };
         self.rewind.on_take(true);
         if incoming.position != incoming.id {
+            if self.config.subscription_type.allows_cumulative_ack() {
+                self.chunk_gate.handed_out(incoming.id, incoming.position);
+            }
             self.release_cumulative();
         }
         if !self.config.track_messages {

@@ -716,9 +716,19 @@ impl Journal {
             .into_iter()
             .partition(|(i, _)| key_of(i) <= key_of(&id));
         // The first chunk of the earliest chunked message at or before
-        // the ack not handed to this consumer since the last rewind: the
-        // chunk gate may hold the ack back short of it.
-        let in_the_way = self.chunk_in_the_way(instance, topic, &id);
+        // the ack not handed to this consumer since the last rewind, or
+        // handed to it and not acked (delivered past the ack): the chunk
+        // gate may hold the ack back short of it.
+        let held = rest
+            .iter()
+            .filter_map(|(i, _)| i.first_chunk())
+            .map(|first| (first.ledger_id, first.entry_id))
+            .filter(|first| *first <= (id.ledger_id, id.entry_id));
+        let in_the_way = self
+            .chunk_in_the_way(instance, topic, &id)
+            .into_iter()
+            .chain(held)
+            .min();
         for (at, name) in upto {
             self.acked(instance, &name, (topic, at), begun);
             if in_the_way.is_some_and(|first| (at.ledger_id, at.entry_id) >= first) {

@@ -523,6 +523,28 @@ async fn a_cumulative_ack_between_the_chunks_of_a_message_leaves_it_to_come_whol
     .await;
 }
 
+/// An Exclusive consumer of `topic` on subscription "s".
+async fn exclusive_consumer(client: &Client, topic: &str) -> Consumer {
+    client
+        .consumer(topic, "s")
+        .subscription_type(SubscriptionType::Exclusive)
+        .subscribe()
+        .await
+        .expect("subscribe")
+}
+
+/// Stores the first chunk of "x", then "m" from a producer of its own;
+/// returns the chunking producer, for the last chunk.
+async fn first_chunk_of_x_then_m(client: &Client, topic: &str) -> RawProducer {
+    let mut chunking = RawProducer::create(client, topic).await;
+    let mut other = RawProducer::create(client, topic).await;
+    chunking
+        .send_raw(chunk_of_x(0), Bytes::from_static(b"x0"), 1)
+        .await;
+    other.send("m").await;
+    chunking
+}
+
 // Beyond the Java client: a cumulative ack of a message stored between a
 // chunked message's chunks stops short of the first chunk until the
 // message is handed out. A consumer closed before the last chunk came
@@ -537,19 +559,9 @@ async fn a_consumer_closed_between_a_cumulative_ack_and_a_last_chunk_leaves_the_
     guard("cumulative ack, close, last chunk", async {
         let client = client(&broker).await;
         let topic = unique_topic("cumulative-close-chunks");
-        let exclusive = || {
-            client
-                .consumer(&topic, "s")
-                .subscription_type(SubscriptionType::Exclusive)
-                .subscribe()
-        };
-        let mut consumer = exclusive().await.expect("subscribe");
-        let mut chunking = RawProducer::create(&client, &topic).await;
-        let mut other = RawProducer::create(&client, &topic).await;
-        chunking
-            .send_raw(chunk_of_x(0), Bytes::from_static(b"x0"), 1)
-            .await;
-        other.send("m").await;
+        let exclusive = || exclusive_consumer(&client, &topic);
+        let mut consumer = exclusive().await;
+        let mut chunking = first_chunk_of_x_then_m(&client, &topic).await;
         let m = consumer.receive().await.expect("m");
         assert_eq!(text(&m), "m");
         consumer.ack_cumulative(&m).await.expect("ack m");
@@ -558,12 +570,51 @@ async fn a_consumer_closed_between_a_cumulative_ack_and_a_last_chunk_leaves_the_
             .send_raw(chunk_of_x(1), Bytes::from_static(b"x1"), 1)
             .await;
 
-        let mut again = exclusive().await.expect("subscribe again");
+        let mut again = exclusive().await;
         let m_again = again.receive().await.expect("m again");
         assert_eq!(text(&m_again), "m");
         let x = again.receive().await.expect("x, whole");
         assert_eq!(&x.payload()[..], b"x0x1");
         again.ack_cumulative(&x).await.expect("ack x");
+        again.close().await.expect("close");
+    })
+    .await;
+}
+
+// Beyond the Java client: a chunked message handed out but not acked yet
+// keeps a cumulative ack of a message stored between its chunks short of
+// its first chunk. The application acks `m` (it has not finished with
+// `x`) and the consumer closes: the next consumer gets `x` whole (and `m`
+// again: a duplicate, never a loss). The Java client acks past the first
+// chunk, and the next consumer gets the last chunk alone.
+#[tokio::test]
+async fn a_consumer_closed_holding_a_chunked_message_after_an_ack_between_its_chunks_leaves_it_whole()
+ {
+    let Some(broker) = TestBroker::start().await else {
+        return;
+    };
+    guard("cumulative ack between chunks, message held", async {
+        let client = client(&broker).await;
+        let topic = unique_topic("cumulative-held-chunks");
+        let exclusive = || exclusive_consumer(&client, &topic);
+        let mut consumer = exclusive().await;
+        let mut chunking = first_chunk_of_x_then_m(&client, &topic).await;
+        chunking
+            .send_raw(chunk_of_x(1), Bytes::from_static(b"x1"), 1)
+            .await;
+        let m = consumer.receive().await.expect("m");
+        assert_eq!(text(&m), "m");
+        let x = consumer.receive().await.expect("x, whole");
+        assert_eq!(&x.payload()[..], b"x0x1");
+        consumer.ack_cumulative(&m).await.expect("ack m");
+        consumer.close().await.expect("close");
+
+        let mut again = exclusive().await;
+        let m_again = again.receive().await.expect("m again");
+        assert_eq!(text(&m_again), "m");
+        let x_again = again.receive().await.expect("x, whole again");
+        assert_eq!(&x_again.payload()[..], b"x0x1");
+        again.ack_cumulative(&x_again).await.expect("ack x");
         again.close().await.expect("close");
     })
     .await;
