@@ -135,9 +135,8 @@ impl Driver {
     /// TOPIC_MIGRATED): the core forgets what the old one queued and held
     /// (new epoch), events of the old one are ignored from now on, and a
     /// subscribe attempt starts in the background, at `hint`'s broker if
-    /// the broker named one. `closed`: the consumer was closed (by the
-    /// broker, or for a seek) rather than its connection lost.
-    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>, closed: bool) {
+    /// the broker named one.
+    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
         // Answers that came before the loss confirm their acks first.
         self.take_answered_acks();
         self.drop_applied_acks(index);
@@ -160,8 +159,7 @@ impl Driver {
             slot.position.on_reconnect(queued, first_chunk, durable);
             // Acks past the last pass's mark, or grouped, go out under
             // the next subscription.
-            slot.core
-                .on_reconnect_unsent_after(sub.acks.confirmable(), closed);
+            slot.core.on_reconnect_unsent_after(sub.acks.confirmable());
         }
         sub.chunks.restart();
         sub.generation += 1;
