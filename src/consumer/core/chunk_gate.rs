@@ -139,14 +139,12 @@ impl ChunkGate {
         assembling: Option<MessageId>,
         completed: Option<MessageId>,
     ) {
-        if let Some(returning) = self.returning {
-            let taken = [assembling, completed].into_iter().flatten();
-            if taken
-                .into_iter()
-                .any(|first| entry_of(first) >= entry_of(returning))
-            {
-                self.returning = None;
-            }
+        let past_returning = |first: MessageId| {
+            self.returning
+                .is_some_and(|returning| entry_of(first) >= entry_of(returning))
+        };
+        if assembling.is_some_and(past_returning) || completed.is_some_and(past_returning) {
+            self.returning = None;
         }
         self.assembling = assembling;
         self.arriving = completed;
@@ -156,7 +154,10 @@ impl ChunkGate {
     /// `position` (its last chunk), was handed out: it stands in the way
     /// of acks short of `position` until one covers it, or it is acked.
     pub(crate) fn handed_out(&mut self, first: MessageId, position: MessageId) {
-        self.handed.push((first, position));
+        // A copy handed out again (after a reconnect) is the same message.
+        if !self.handed.iter().any(|(handed, _)| *handed == first) {
+            self.handed.push((first, position));
+        }
     }
 
     /// The chunked message whose first chunk is `first` was acked alone.
