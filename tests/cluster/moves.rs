@@ -1,8 +1,9 @@
 //! A topic moved between the brokers while a producer and a Shared consumer
 //! run on it: its bundle is unloaded to the other broker again and again
 //! (admin REST unload with a destination) and split once. The handles
-//! follow by themselves; every confirmed message is consumed once, every
-//! ack holds, and the subscription holds nothing afterwards.
+//! follow by themselves; every confirmed message is consumed, every ack
+//! holds, no copy comes but of the members of a batch acked in part, and
+//! the subscription holds nothing afterwards.
 
 use super::traffic::LONG;
 use super::traffic::{Traffic, client, producer, shared};
@@ -58,16 +59,22 @@ async fn moving_the_topic_between_brokers_under_load_loses_no_confirmed_message(
         path.push(to);
     }
     let report = guard_for("the rest consumed", LONG, traffic.finish("moves")).await;
-    // Moves only, no kill: `finish` allows no id delivered twice and no
-    // message stored twice, so none is delivered twice.
-    assert_eq!(
-        report.duplicates, 0,
-        "moves: duplicates over {path:?}; ids again (first 10): {:?}",
-        report.again
+    // Moves only, no kill: `finish` allows no message stored twice, and
+    // the consumer drops every copy of what it acked, but for the acked
+    // members of a batch acked in part when the broker closed it (the
+    // broker closes a consumer for a move as for an operator's reset, and
+    // the members of a reset's copy must come again).
+    let beyond = &report.beyond_batches_in_part;
+    assert!(
+        beyond.is_empty(),
+        "moves: {} copies over {path:?} beyond batches acked in part (first 10): {:?}",
+        beyond.len(),
+        &beyond[..beyond.len().min(10)]
     );
     eprintln!(
-        "moves: owners {path:?}, 0 duplicates over {} confirmed",
-        report.confirmed
+        "moves: owners {path:?}, {} duplicates over {} confirmed, all of them acked members \
+         of batches acked in part",
+        report.duplicates, report.confirmed
     );
     assert!(
         path.windows(2).filter(|w| w[0] != w[1]).count() >= 5,

@@ -72,8 +72,9 @@ pub(crate) struct Report {
     /// Messages stored twice, under two ids: sends in flight at a kill,
     /// stored by the killed broker without a receipt and sent again.
     pub(crate) stored_twice: u64,
-    /// The first ten ids delivered again, with their fault counts.
-    pub(crate) again: Vec<Return>,
+    /// Copies during faults beyond the acked members of batches acked in
+    /// part (see `AckBook::copies_beyond_batches_acked_in_part`).
+    pub(crate) beyond_batches_in_part: Vec<Return>,
 }
 
 /// The subscription the consumer is on (checked for leftovers at the end).
@@ -204,13 +205,7 @@ impl Traffic {
             duplicates: book.deliveries() - seen.len() as u64,
             redelivered: book.redeliveries(),
             stored_twice: book.stored_twice(),
-            again: book
-                .returned_after_kill()
-                .iter()
-                .chain(book.during_faults())
-                .take(10)
-                .copied()
-                .collect(),
+            beyond_batches_in_part: book.copies_beyond_batches_acked_in_part(),
         };
         let faults = self.faults.count();
         let most = (IN_FLIGHT as u64 + 1) * kills;

@@ -88,6 +88,13 @@ pub struct Return {
 /// An entry (a batch, or one message): its ledger, entry and partition.
 type Entry = (u64, u64, i32);
 
+/// What happened to a message, at which fault count.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    HandedOut(usize),
+    Acked(usize),
+}
+
 fn entry_of(id: MessageId) -> Entry {
     (id.ledger_id, id.entry_id, id.partition)
 }
@@ -123,6 +130,9 @@ pub struct AckBook {
     handed_out: HashMap<MessageId, usize>,
     /// Per id: the fault count when its last ack returned Ok.
     acked: HashMap<MessageId, usize>,
+    /// Per id, in order: the fault counts of its hand-outs and of its acks
+    /// that returned Ok.
+    marks: HashMap<MessageId, Vec<Mark>>,
     /// Per payload number: the ids it was delivered under.
     ids: HashMap<u64, HashSet<MessageId>>,
     /// Entries holding a nacked message.
@@ -152,6 +162,7 @@ impl AckBook {
             faults,
             handed_out: HashMap::new(),
             acked: HashMap::new(),
+            marks: HashMap::new(),
             ids: HashMap::new(),
             nacked: HashSet::new(),
             failed_acks: Vec::new(),
@@ -171,6 +182,7 @@ impl AckBook {
         let now = self.faults.count();
         self.deliveries += 1;
         self.ids.entry(number).or_default().insert(id);
+        self.marks.entry(id).or_default().push(Mark::HandedOut(now));
         let Some(before) = self.handed_out.insert(id, now) else {
             return;
         };
@@ -239,6 +251,7 @@ impl AckBook {
         match result {
             Ok(()) => {
                 self.acked.insert(id, now);
+                self.marks.entry(id).or_default().push(Mark::Acked(now));
             }
             Err(e) => self.failed_acks.push((id, e.to_string())),
         }
@@ -289,6 +302,48 @@ impl AckBook {
     /// kill or a nack.
     pub fn during_faults(&self) -> &[Return] {
         &self.during_faults
+    }
+
+    /// The copies that came while faults were under way, but for the
+    /// members of a batch acked in part when their fault began: a member
+    /// of an entry with another member not acked Ok since it was last
+    /// handed out before that fault (or never handed out before it).
+    /// Without batch index ack, a consumer the broker closes (an unload, a
+    /// move) forgets the acks of such members, the broker having heard of
+    /// none, and hands them out again as the Java client does: the broker
+    /// closes a consumer for an operator's reset in the same way, and the
+    /// reset's copy must come whole. Any other copy is one the consumer
+    /// should have dropped. A member acked after its fault began but before
+    /// the close took effect counts as not acked, so this errs on the
+    /// side of forgiving.
+    pub fn copies_beyond_batches_acked_in_part(&self) -> Vec<Return> {
+        let mut members: HashMap<Entry, Vec<MessageId>> = HashMap::new();
+        for id in self.handed_out.keys().filter(|id| id.batch_index >= 0) {
+            members.entry(entry_of(*id)).or_default().push(*id);
+        }
+        let acked_before = |id: &MessageId, fault: usize| {
+            let mut acked = false;
+            for mark in self.marks.get(id).into_iter().flatten() {
+                match *mark {
+                    Mark::HandedOut(at) if at < fault => acked = false,
+                    Mark::Acked(at) if at < fault => acked = true,
+                    _ => break,
+                }
+            }
+            acked
+        };
+        self.during_faults
+            .iter()
+            .filter(|r| {
+                let siblings = members.get(&entry_of(r.id)).into_iter().flatten();
+                let in_part = r.id.batch_index >= 0
+                    && siblings
+                        .filter(|s| **s != r.id)
+                        .any(|s| !acked_before(s, r.back_at));
+                !in_part
+            })
+            .copied()
+            .collect()
     }
 
     /// Messages found in the subscription after the run.

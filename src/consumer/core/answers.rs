@@ -79,11 +79,18 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
             }
             return self.settle(id, false);
         }
-        self.acked.acked_unheld(id);
         if !id.is_batch_member() {
+            self.acked.acked_unheld(id);
             self.chunk_gate.acked(id);
             self.actions.ack(id);
             return Acked::Queued;
+        }
+        // Without batch index ack, a member's ack stays in the consumer
+        // until its whole batch is acked: the batch's state drops its
+        // copies until the broker closes the consumer, whose next copy
+        // comes whole.
+        if self.config.batch_index_ack_enabled {
+            self.acked.acked_unheld(id);
         }
         let outcome = self.batches.ack_untracked(id, batch_size);
         self.member_acked(outcome)
@@ -324,7 +331,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.chunk_gate.starting_over(self.queue.earliest_chunked());
         let flow = self.queue.rewind();
         self.acked.on_rewind();
-        self.clear_held();
+        self.clear_held(true);
         self.epoch += 1;
         self.actions.rewind(self.epoch);
         let permits = flow.unwrap_or(0).saturating_add(withheld);

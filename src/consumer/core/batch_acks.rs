@@ -5,8 +5,9 @@
 //! (unless it carries an `ack_set`), so a member ack must not go out as is.
 //! The entry ack is sent when every member is acked; with batch index ack,
 //! each member ack sends the entry with an `ack_set` instead. The acked bits
-//! also filter a redelivered entry: members already acked never reach the
-//! application again.
+//! also filter a copy of the entry asked for on the same subscription (a
+//! nack, an ack timeout, a rewind): members already acked do not reach the
+//! application again. A reconnect forgets them.
 //!
 //! State exists only for entries with a member in the consumer (queued,
 //! held by the application, or being forwarded to the dead-letter topic) or
@@ -47,10 +48,12 @@ struct Entry {
     live: u32,
     /// Members being forwarded to the dead-letter topic.
     forwarding: u32,
-    /// A member was asked for again (nack, ack timeout): the broker sends
-    /// the whole entry once per ask, so copies may still come after the
-    /// entry is acked. Kept until the entry is acked or the live members
-    /// are cleared (a reconnect or rewind makes those asks moot).
+    /// Copies of the entry may still come after it is acked: a member was
+    /// asked for again (nack, ack timeout; the broker sends the whole
+    /// entry once per ask), or acked from a copy the consumer no longer
+    /// holds (the next copy may be queued already). Kept until the entry
+    /// is acked or the live members are cleared (a reconnect or rewind
+    /// makes those copies moot).
     asked_again: bool,
     acked: Box<[u64]>,
 }
@@ -215,6 +218,7 @@ impl BatchAcks {
             (None, _) => return MemberAck::Untracked,
         };
         entry.set_acked(id.batch_index as u32);
+        entry.asked_again = true;
         Self::member_outcome(&mut self.entries, id)
     }
 
@@ -310,10 +314,12 @@ impl BatchAcks {
     }
 
     /// Every queued and held member is gone (a rewind or reconnect); keeps
-    /// the forwards in flight and, if `keep_acked`, the acked bits of partly
-    /// acked entries (acks the broker has not seen, without batch index
-    /// ack). Without them, the broker's `ack_set` on the redelivered entry
-    /// tells which members it has applied acks for.
+    /// the forwards in flight and, if `keep_acked`, the acked bits of
+    /// partly acked entries. Keep them across a rewind the consumer asked
+    /// for on its subscription without batch index ack (the broker never
+    /// heard of them); a reconnect may be an operator's reset, whose copy
+    /// of the entry must come whole; with batch index ack, the broker's
+    /// `ack_set` on the copy tells which members it applied acks for.
     pub(crate) fn clear_live(&mut self, keep_acked: bool) {
         self.entries.retain(|_, e| {
             e.live = 0;

@@ -87,6 +87,20 @@ fn acked_bits_outlive_a_rewind_until_the_entry_is_done() {
 }
 
 #[test]
+fn acked_bits_are_forgotten_where_asked() {
+    let mut acks = BatchAcks::default();
+    acks.arrive(member(1, 0), 2, false);
+    acks.arrive(member(1, 1), 2, false);
+    acks.ack(member(1, 0), false);
+    acks.clear_live(false);
+    assert!(
+        !acks.is_acked(member(1, 0)),
+        "a reconnect's copy comes whole"
+    );
+    assert_eq!(acks.len(), 0);
+}
+
+#[test]
 fn forwards_hold_state_until_their_result() {
     let mut acks = BatchAcks::default();
     acks.arrive(member(1, 0), 1, true);

@@ -382,21 +382,23 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// dead-letter forwards stay. Call [`on_subscribed`](Self::on_subscribed)
     /// once subscribed again.
     pub(crate) fn on_reconnect(&mut self) {
-        self.on_reconnect_unsent_after(self.acked.mark());
+        self.on_reconnect_unsent_after(self.acked.mark(), true);
     }
 
     /// As [`on_reconnect`](Self::on_reconnect), where the acks recorded
     /// after the mark `sent` (an [`ack_mark`](Self::ack_mark)) were not
     /// sent yet (still queued as actions, or grouped): they go out under
-    /// the next subscription, whose answers confirm them.
-    pub(crate) fn on_reconnect_unsent_after(&mut self, sent: u64) {
+    /// the next subscription, whose answers confirm them. `closed`: the
+    /// broker closed the consumer (an unload, an operator's reset, a seek),
+    /// rather than the connection being lost.
+    pub(crate) fn on_reconnect_unsent_after(&mut self, sent: u64, closed: bool) {
         self.chunk_gate.starting_over(self.queue.earliest_chunked());
         self.queue.reset();
         // The new subscribe grants the whole queue: withheld permits are moot.
         self.rewind.take();
         self.acked
             .on_reconnect_unsent_after(self.config.lost_acks_resent, sent);
-        self.clear_held();
+        self.clear_held(!closed);
         self.epoch += 1;
         self.actions.keep_across_reconnect();
     }
@@ -580,8 +582,10 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
 
     /// Everything the application holds will come again (the caller has
     /// kept what it acked lately, which the broker may not have applied
-    /// yet, in the ack memory).
-    fn clear_held(&mut self) {
+    /// yet, in the ack memory). `same_cursor`: nothing but the consumer
+    /// moved the subscription's cursor since (a rewind it asked for, a
+    /// lost connection), as far as it can tell.
+    fn clear_held(&mut self, same_cursor: bool) {
         self.held.clear();
         self.chunk_ends.clear();
         self.leases.clear();
@@ -589,9 +593,13 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
         self.last_chance.clear();
         // With batch index ack, the members' acks went to the broker and
         // are remembered with the other acks: a copy whose ack the broker
-        // confirmed is an outside rewind's, and handed out.
+        // confirmed is an outside rewind's, and handed out. Without it, the
+        // broker never heard of them: kept across a rewind the consumer
+        // asked for, or a lost connection; after the broker closed the
+        // consumer (an operator's reset, for all the consumer knows) a
+        // copy comes whole, as with the Java client.
         self.batches
-            .clear_live(!self.config.batch_index_ack_enabled);
+            .clear_live(same_cursor && !self.config.batch_index_ack_enabled);
     }
 
     /// Permits given back but not yet sent, for tests.

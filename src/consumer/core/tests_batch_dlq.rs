@@ -587,3 +587,37 @@ fn with_batch_index_ack_a_rewind_brings_back_the_members_whose_acks_were_confirm
         .collect();
     assert_eq!(back, [member(5, 0), member(5, 2)]);
 }
+
+// After a reconnect the application acks one member of a batch from the
+// copy it held before (the consumer no longer holds it), and the other
+// from the copy it was handed since: the entry is acked, and the copy of
+// the first member still queued is dropped, never handed out (or
+// forwarded to the dead-letter topic) after its entry's ack.
+#[test]
+fn a_batch_completed_across_two_copies_drops_the_copy_still_queued() {
+    let t0 = crate::clock::now();
+    let mut core = core(shared(), t0);
+    core.on_message(t0, batch_msg(5, 0, 2)).unwrap();
+    core.on_message(t0, batch_msg(5, 1, 2)).unwrap();
+    let before = [
+        core.pop_for_application(t0).expect("member 0"),
+        core.pop_for_application(t0).expect("member 1"),
+    ];
+    core.on_reconnect();
+    core.on_subscribed(t0);
+    drain(&mut core);
+    core.on_message(t0, batch_msg(5, 0, 2)).unwrap();
+    core.on_message(t0, batch_msg(5, 1, 2)).unwrap();
+    assert_eq!(
+        core.ack_with_batch_size(t0, before[1].id, Some(2)),
+        Acked::AwaitingBatch { entry: id(5) }
+    );
+    let again = core.pop_for_application(t0).expect("member 0 again");
+    assert_eq!(again.id, member(5, 0));
+    core.ack_with_batch_size(t0, again.id, Some(2));
+    assert_eq!(drain(&mut core), [ack(&[id(5)])]);
+    assert!(
+        core.pop_for_application(t0).is_none(),
+        "member 1's queued copy is dropped"
+    );
+}

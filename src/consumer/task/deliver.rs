@@ -208,11 +208,11 @@ impl Driver {
                 debug!(topic = %sub.name, "reached the end of the topic");
             }
             ConsumerEvent::Closed(hint) | ConsumerEvent::TopicMigrated(hint) => {
-                self.reconnect(index, Some(hint)).await;
+                self.reconnect(index, Some(hint), true).await;
             }
             ConsumerEvent::ConnectionLost(e) => {
                 debug!(topic = %sub.name, error = %e, "connection lost");
-                self.reconnect(index, None).await;
+                self.reconnect(index, None, false).await;
             }
         }
     }

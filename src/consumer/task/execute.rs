@@ -255,7 +255,7 @@ impl Driver {
         // The application asked for this: no failure to back off from, so
         // the delays start over (the first, about 0.1 s, comes next).
         sub.delivered = true;
-        self.reconnect(index, None).await;
+        self.reconnect(index, None, true).await;
     }
 
     pub(super) async fn last_message_id(&mut self) -> Result<MessageId, ConsumerError> {

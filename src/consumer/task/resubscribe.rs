@@ -135,8 +135,9 @@ impl Driver {
     /// TOPIC_MIGRATED): the core forgets what the old one queued and held
     /// (new epoch), events of the old one are ignored from now on, and a
     /// subscribe attempt starts in the background, at `hint`'s broker if
-    /// the broker named one.
-    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>) {
+    /// the broker named one. `closed`: the consumer was closed (by the
+    /// broker, or for a seek) rather than its connection lost.
+    pub(super) async fn reconnect(&mut self, index: usize, hint: Option<BrokerHint>, closed: bool) {
         // Answers that came before the loss confirm their acks first.
         self.take_answered_acks();
         self.drop_applied_acks(index);
@@ -159,7 +160,8 @@ impl Driver {
             slot.position.on_reconnect(queued, first_chunk, durable);
             // Acks past the last pass's mark, or grouped, go out under
             // the next subscription.
-            slot.core.on_reconnect_unsent_after(sub.acks.confirmable());
+            slot.core
+                .on_reconnect_unsent_after(sub.acks.confirmable(), closed);
         }
         sub.chunks.restart();
         sub.generation += 1;
