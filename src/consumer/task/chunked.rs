@@ -109,7 +109,7 @@ impl Driver {
         for released in sub.chunks.take_released() {
             match released {
                 Released::Ack(ids) => {
-                    debug!(topic = %sub.name, count = ids.len(), "acking chunks of a dropped chunked message");
+                    debug!(topic = %sub.name, ?ids, "acking chunks of a dropped chunked message");
                     core.ack_never_handed(&ids);
                 }
                 Released::Hold(ids) => core.hold(now, &ids),

@@ -23,6 +23,10 @@ pub(crate) struct Kept {
     pub(crate) name: Option<String>,
     /// The id of the message it is a dead letter of (`ORIGIN_MESSAGE_ID`).
     pub(crate) origin: Option<String>,
+    /// For a chunked message, where its last chunk was stored again after
+    /// the message was whole (a producer's resend after a failure, without
+    /// deduplication): its receipt may name one of these as its end.
+    pub(crate) last_chunk_again: Vec<MessageId>,
 }
 
 /// Every message stored in `topics`, in order per topic.
@@ -32,51 +36,44 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
         let Some(t) = model.topic(topic) else {
             continue;
         };
-        // Chunks by message uuid, until the last one comes.
-        let mut chunks: HashMap<String, (Vec<u64>, Vec<u8>)> = HashMap::new();
+        let mut runs = ChunkRuns::default();
         for (index, entry) in t.entries.iter().enumerate() {
             let m = &entry.metadata;
             let index = index as u64;
             if let (Some(uuid), Some(n)) = (&m.uuid, m.num_chunks_from_msg) {
                 if n > 1 {
-                    // A producer that sends a message again after a
-                    // failure starts its chunks over: the chunks stored
-                    // before are fragments of no message, as a consumer
-                    // assembling them finds.
-                    let chunk = m.chunk_id.unwrap_or(0);
-                    if chunk == 0 {
-                        chunks.remove(uuid);
-                    }
-                    let slot = chunks.entry(uuid.clone()).or_default();
-                    if slot.0.len() as i32 != chunk {
-                        chunks.remove(uuid);
-                        continue;
-                    }
-                    slot.0.push(index);
-                    slot.1.extend_from_slice(&entry.data);
-                    if m.chunk_id == Some(n - 1) {
-                        let (entries, data) = chunks.remove(uuid).unwrap_or_default();
-                        let mut whole = Entry {
-                            data: data.into(),
-                            ..entry.clone()
-                        };
-                        whole.metadata.num_chunks_from_msg = None;
-                        whole.metadata.chunk_id = None;
-                        let member = stored(&whole, entry.stored_at).into_iter().next();
-                        let name = member
-                            .as_ref()
-                            .and_then(|s| name_of(&s.payload).map(str::to_owned));
-                        let origin = member.as_ref().and_then(origin_of);
-                        let first = entries
-                            .first()
-                            .map_or(entry.id, |&i| t.entries[i as usize].id);
-                        out.push(Kept {
-                            topic: topic.clone(),
-                            id: entry.id.with_first_chunk(first),
-                            entries,
-                            name,
-                            origin,
-                        });
+                    match runs.take(uuid, m.chunk_id.unwrap_or(0), n, index) {
+                        ChunkStep::Whole(entries) => {
+                            let data: Vec<u8> = entries
+                                .iter()
+                                .flat_map(|&i| t.entries[i as usize].data.iter().copied())
+                                .collect();
+                            let mut whole = Entry {
+                                data: data.into(),
+                                ..entry.clone()
+                            };
+                            whole.metadata.num_chunks_from_msg = None;
+                            whole.metadata.chunk_id = None;
+                            let member = stored(&whole, entry.stored_at).into_iter().next();
+                            let name = member
+                                .as_ref()
+                                .and_then(|s| name_of(&s.payload).map(str::to_owned));
+                            let origin = member.as_ref().and_then(origin_of);
+                            let first = entries
+                                .first()
+                                .map_or(entry.id, |&i| t.entries[i as usize].id);
+                            runs.made_whole(uuid, out.len());
+                            out.push(Kept {
+                                topic: topic.clone(),
+                                id: entry.id.with_first_chunk(first),
+                                entries,
+                                name,
+                                origin,
+                                last_chunk_again: Vec::new(),
+                            });
+                        }
+                        ChunkStep::LastAgain(at) => out[at].last_chunk_again.push(entry.id),
+                        ChunkStep::Taken | ChunkStep::Skipped => {}
                     }
                     continue;
                 }
@@ -88,11 +85,77 @@ pub(crate) fn kept(model: &Model, topics: &[String]) -> Vec<Kept> {
                     entries: vec![index],
                     name: name_of(&member.payload).map(str::to_owned),
                     origin: origin_of(&member),
+                    last_chunk_again: Vec::new(),
                 });
             }
         }
     }
     out
+}
+
+/// The chunked messages of one topic, assembled as a consumer does: a
+/// first chunk starts its message (over, if its producer began it again);
+/// a chunk stored again under a new id (a producer sends its unconfirmed
+/// chunks again after a failure, as the Java client does) is a duplicate,
+/// skipped; one that skips ahead breaks the message, whose chunks are then
+/// fragments of none. Once a message is whole, its chunks stored again
+/// are fragments, and its last chunk's copies are where its receipt may
+/// say it ends.
+#[derive(Default)]
+struct ChunkRuns {
+    /// Entries of the messages being assembled, by uuid.
+    open: HashMap<String, Vec<u64>>,
+    /// Messages made whole, by uuid: where each is in the output.
+    whole_at: HashMap<String, usize>,
+}
+
+/// What one chunk did.
+#[derive(Debug, PartialEq, Eq)]
+enum ChunkStep {
+    /// It joined its message.
+    Taken,
+    /// It completed its message, whose entries these are.
+    Whole(Vec<u64>),
+    /// A duplicate, a fragment, or a chunk breaking its message.
+    Skipped,
+    /// The last chunk again of the message made whole at this index.
+    LastAgain(usize),
+}
+
+impl ChunkRuns {
+    /// Takes chunk `chunk` of `n` of message `uuid`, stored at entry `index`.
+    fn take(&mut self, uuid: &str, chunk: i32, n: i32, index: u64) -> ChunkStep {
+        if chunk == 0 {
+            self.open.remove(uuid);
+            self.whole_at.remove(uuid);
+        }
+        if let Some(&at) = self.whole_at.get(uuid) {
+            return if chunk == n - 1 {
+                ChunkStep::LastAgain(at)
+            } else {
+                ChunkStep::Skipped
+            };
+        }
+        let entries = self.open.entry(uuid.to_owned()).or_default();
+        let next = entries.len() as i32;
+        if chunk < next {
+            return ChunkStep::Skipped;
+        }
+        if chunk > next {
+            self.open.remove(uuid);
+            return ChunkStep::Skipped;
+        }
+        entries.push(index);
+        if chunk + 1 < n {
+            return ChunkStep::Taken;
+        }
+        ChunkStep::Whole(self.open.remove(uuid).unwrap_or_default())
+    }
+
+    /// The message `uuid` just made whole is at `at` in the output.
+    fn made_whole(&mut self, uuid: &str, at: usize) {
+        self.whole_at.insert(uuid.to_owned(), at);
+    }
 }
 
 /// The dead-letter topics of the subscription (one per partition, or one
@@ -249,7 +312,16 @@ pub(crate) fn check(stage: &Stage, topics: &[String]) {
         let at = by_id
             .get(&(id.partition, id.ledger_id, id.entry_id, id.batch_index))
             .and_then(|k| k.name.as_deref());
-        if at != Some(name.as_str()) {
+        // A chunked message whose last chunk was sent again once it was
+        // whole: its receipt names the copy's end (the Java client's too).
+        let end_again = || {
+            kept.iter().any(|k| {
+                k.name.as_deref() == Some(name.as_str())
+                    && k.id.first_chunk() == id.first_chunk()
+                    && k.last_chunk_again.contains(&id.position())
+            })
+        };
+        if at != Some(name.as_str()) && !end_again() {
             violations.push(format!(
                 "{name} was confirmed at {id} but the broker holds {at:?} there"
             ));
@@ -616,5 +688,41 @@ fn rewinds_kept(
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ChunkRuns, ChunkStep};
+
+    #[test]
+    fn a_chunk_stored_again_before_the_message_is_whole_is_skipped() {
+        let mut runs = ChunkRuns::default();
+        assert_eq!(runs.take("u", 0, 3, 0), ChunkStep::Taken);
+        assert_eq!(runs.take("u", 1, 3, 1), ChunkStep::Taken);
+        assert_eq!(runs.take("u", 1, 3, 2), ChunkStep::Skipped);
+        assert_eq!(runs.take("u", 2, 3, 3), ChunkStep::Whole(vec![0, 1, 3]));
+    }
+
+    #[test]
+    fn chunks_stored_again_after_the_message_is_whole_are_fragments_but_its_end() {
+        let mut runs = ChunkRuns::default();
+        runs.take("u", 0, 3, 0);
+        runs.take("u", 1, 3, 1);
+        assert_eq!(runs.take("u", 2, 3, 2), ChunkStep::Whole(vec![0, 1, 2]));
+        runs.made_whole("u", 7);
+        assert_eq!(runs.take("u", 1, 3, 3), ChunkStep::Skipped);
+        assert_eq!(runs.take("u", 2, 3, 4), ChunkStep::LastAgain(7));
+    }
+
+    #[test]
+    fn a_chunk_that_skips_ahead_breaks_its_message_and_a_first_chunk_starts_over() {
+        let mut runs = ChunkRuns::default();
+        runs.take("u", 0, 3, 0);
+        assert_eq!(runs.take("u", 2, 3, 1), ChunkStep::Skipped);
+        assert_eq!(runs.take("u", 1, 3, 2), ChunkStep::Skipped);
+        assert_eq!(runs.take("u", 0, 3, 3), ChunkStep::Taken);
+        assert_eq!(runs.take("u", 1, 3, 4), ChunkStep::Taken);
+        assert_eq!(runs.take("u", 2, 3, 5), ChunkStep::Whole(vec![3, 4, 5]));
     }
 }
