@@ -10,7 +10,7 @@ use super::*;
 
 /// The broker closes consumer `id` and takes its new subscribe (LOOKUP,
 /// SUBSCRIBE, FLOW); returns the new consumer id.
-pub(super) async fn closed_and_subscribed_again(broker: &mut FakeBroker, id: u64) -> u64 {
+pub(crate) async fn closed_and_subscribed_again(broker: &mut FakeBroker, id: u64) -> u64 {
     broker.send(super::reconnect::close_consumer(id)).await;
     let lookup = broker.expect(Type::Lookup).await;
     super::reconnect::answer_lookup_here(broker, &lookup).await;

@@ -328,7 +328,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// queue's permits.
     pub(super) fn rewind(&mut self) {
         let withheld = self.rewind.take();
-        self.chunk_gate.starting_over(self.queue.earliest_chunked());
+        self.chunk_gate.starting_over(self.queue.chunked_firsts());
         let flow = self.queue.rewind();
         self.acked.on_rewind();
         self.clear_held(true);

@@ -15,10 +15,11 @@
 //! cover it, and a reconnect would bring its later chunks alone): it goes
 //! up to the entry before that chunk (nothing, when the chunk is the first
 //! entry of its ledger), and the whole ack is kept and sent once no such
-//! message stands in the way. A reconnect or a rewind keeps the
-//! message in the way until its first chunk comes again (the broker sends
-//! everything after the ACK), whatever the assembler says meanwhile; a
-//! seek forgets it all, since the SEEK moves the cursor.
+//! message stands in the way. A reconnect or a rewind keeps every message
+//! it dropped in the way until its first chunk comes again (the broker
+//! sends everything after the ACK, in order), whatever the assembler says
+//! meanwhile: an earlier one may come whole before a later one's first
+//! chunk comes. A seek forgets it all, since the SEEK moves the cursor.
 
 use crate::message_id::MessageId;
 
@@ -34,10 +35,10 @@ pub(crate) struct ChunkGate {
     /// The first chunk of the earliest message being assembled, as the
     /// assembler said at its last chunk.
     assembling: Option<MessageId>,
-    /// The first chunk of the earliest message a reconnect or a rewind
-    /// dropped (being assembled, or queued), until the assembler takes
-    /// that chunk again, or one after it.
-    returning: Option<MessageId>,
+    /// The first chunks of the messages a reconnect or a rewind dropped
+    /// (being assembled, or queued), in topic order, each until the
+    /// assembler takes that chunk again, or one after it.
+    returning: Vec<MessageId>,
     /// The first chunk of a message the last chunk completed, until it
     /// reaches the core (queued, or dropped there).
     arriving: Option<MessageId>,
@@ -113,7 +114,8 @@ impl ChunkGate {
             .iter()
             .filter(|(_, position)| entry_of(*position) > entry_of(upto))
             .map(|(first, _)| *first);
-        [self.assembling, self.returning, self.arriving, queued]
+        let returning = self.returning.first().copied();
+        [self.assembling, returning, self.arriving, queued]
             .into_iter()
             .flatten()
             .chain(handed)
@@ -139,12 +141,9 @@ impl ChunkGate {
         assembling: Option<MessageId>,
         completed: Option<MessageId>,
     ) {
-        let past_returning = |first: MessageId| {
-            self.returning
-                .is_some_and(|returning| entry_of(first) >= entry_of(returning))
-        };
-        if assembling.is_some_and(past_returning) || completed.is_some_and(past_returning) {
-            self.returning = None;
+        let reached = assembling.into_iter().chain(completed).map(entry_of).max();
+        if let Some(reached) = reached {
+            self.returning.retain(|first| entry_of(*first) > reached);
         }
         self.assembling = assembling;
         self.arriving = completed;
@@ -173,17 +172,17 @@ impl ChunkGate {
         }
     }
 
-    /// The queue is dropped (a reconnect or a rewind) while `queued` was
-    /// the first chunk of the earliest chunked message in it: that message
-    /// comes again from its first chunk, and stands in the way until then.
-    /// Those handed out and not acked stay in the way until acked.
-    pub(crate) fn starting_over(&mut self, queued: Option<MessageId>) {
-        self.returning = [self.returning, self.assembling, self.arriving, queued]
-            .into_iter()
-            .flatten()
-            .min_by_key(|id| entry_of(*id));
-        self.assembling = None;
-        self.arriving = None;
+    /// The queue and the assembler are dropped (a reconnect or a rewind);
+    /// `dropped` are the first chunks of the chunked messages they held:
+    /// each comes again from its first chunk, and stands in the way until
+    /// then. Those handed out and not acked stay in the way until acked.
+    pub(crate) fn starting_over(&mut self, dropped: impl IntoIterator<Item = MessageId>) {
+        let returning = &mut self.returning;
+        returning.extend(self.assembling.take());
+        returning.extend(self.arriving.take());
+        returning.extend(dropped);
+        returning.sort_unstable_by_key(|id| entry_of(*id));
+        returning.dedup_by_key(|id| entry_of(*id));
         self.short = None;
     }
 
@@ -241,7 +240,7 @@ mod tests {
     fn a_message_handed_out_comes_again_after_a_reconnect_and_stays_in_the_way() {
         let mut gate = ChunkGate::default();
         gate.handed_out(at(4), at(7));
-        gate.starting_over(None);
+        gate.starting_over([]);
         assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
         // The assembler, empty after the reconnect, says so (expiring
         // chunks): the message still comes again.
@@ -263,7 +262,7 @@ mod tests {
         let mut gate = ChunkGate::default();
         gate.chunks_taken(Some(at(4)), None);
         assert_eq!(gate.admit((at(5), None), None), Some((at(3), None)));
-        gate.starting_over(None);
+        gate.starting_over([]);
         gate.chunks_taken(None, None);
         assert_eq!(
             gate.release(None),
@@ -304,7 +303,7 @@ mod tests {
         gate.chunks_taken(None, None);
         assert_eq!(gate.admit((at(5), None), Some(at(4))), Some((at(3), None)));
         // The queue holding the message is dropped.
-        gate.starting_over(Some(at(4)));
+        gate.starting_over([at(4)]);
         assert_eq!(
             gate.release(None),
             Some((at(3), None)),
@@ -315,6 +314,32 @@ mod tests {
         gate.chunks_taken(None, Some(at(4)));
         gate.arrived(at(4));
         assert_eq!(gate.release(None), Some((at(5), None)));
+    }
+
+    #[test]
+    fn a_reconnect_keeps_every_message_it_dropped_in_the_way() {
+        let mut gate = ChunkGate::default();
+        gate.chunks_taken(Some(at(1)), None);
+        assert_eq!(gate.admit((at(9), None), Some(at(5))), Some((at(0), None)));
+        // Dropped: one being assembled, two queued.
+        gate.starting_over([at(7), at(5)]);
+        assert_eq!(gate.release(None), Some((at(0), None)));
+        // The first comes whole and is handed out before the others come.
+        gate.chunks_taken(Some(at(1)), None);
+        gate.chunks_taken(None, Some(at(1)));
+        gate.arrived(at(1));
+        gate.handed_out(at(1), at(2));
+        assert_eq!(gate.release(None), Some((at(4), None)), "up to the next");
+        gate.chunks_taken(Some(at(5)), None);
+        gate.chunks_taken(None, Some(at(5)));
+        gate.arrived(at(5));
+        gate.handed_out(at(5), at(6));
+        assert_eq!(gate.release(None), Some((at(6), None)), "up to the last");
+        gate.chunks_taken(Some(at(7)), None);
+        gate.chunks_taken(None, Some(at(7)));
+        gate.arrived(at(7));
+        gate.handed_out(at(7), at(8));
+        assert_eq!(gate.release(None), Some((at(9), None)), "all of it");
     }
 
     #[test]

@@ -422,10 +422,13 @@ impl ChunkAssembler {
     /// The first chunk of the oldest message being assembled (the
     /// earliest in the topic).
     pub(crate) fn first_pending(&self) -> Option<MessageId> {
-        self.pending
-            .values()
-            .filter_map(|p| p.ids.first().copied())
+        self.pending_firsts()
             .min_by_key(|id| (id.ledger_id, id.entry_id))
+    }
+
+    /// The first chunk of each message being assembled.
+    pub(crate) fn pending_firsts(&self) -> impl Iterator<Item = MessageId> + '_ {
+        self.pending.values().filter_map(|p| p.ids.first().copied())
     }
 
     /// Messages being assembled.

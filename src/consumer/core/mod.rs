@@ -382,7 +382,7 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// dead-letter forwards stay. Call [`on_subscribed`](Self::on_subscribed)
     /// once subscribed again.
     pub(crate) fn on_reconnect(&mut self) {
-        self.on_reconnect_unsent_after(self.acked.mark(), true);
+        self.on_reconnect_unsent_after(self.acked.mark(), true, []);
     }
 
     /// As [`on_reconnect`](Self::on_reconnect), where the acks recorded
@@ -390,9 +390,16 @@ impl<M: Clone + QueuedBytes> ConsumerCore<M> {
     /// sent yet (still queued as actions, or grouped): they go out under
     /// the next subscription, whose answers confirm them. `closed`: the
     /// broker closed the consumer (an unload, an operator's reset, a seek),
-    /// rather than the connection being lost.
-    pub(crate) fn on_reconnect_unsent_after(&mut self, sent: u64, closed: bool) {
-        self.chunk_gate.starting_over(self.queue.earliest_chunked());
+    /// rather than the connection being lost. `assembling`: the first
+    /// chunks of the messages the chunk assembler drops.
+    pub(crate) fn on_reconnect_unsent_after(
+        &mut self,
+        sent: u64,
+        closed: bool,
+        assembling: impl IntoIterator<Item = MessageId>,
+    ) {
+        let dropped = self.queue.chunked_firsts().chain(assembling);
+        self.chunk_gate.starting_over(dropped);
         self.queue.reset();
         // The new subscribe grants the whole queue: withheld permits are moot.
         self.rewind.take();

@@ -205,11 +205,15 @@ impl<M: QueuedBytes> ReceiverQueue<M> {
         if self.chunked == 0 {
             return None;
         }
+        self.chunked_firsts().min()
+    }
+
+    /// The first chunks of the chunked messages queued.
+    pub(crate) fn chunked_firsts(&self) -> impl Iterator<Item = MessageId> + '_ {
         self.queue
             .iter()
             .filter(|m| m.position != m.id)
             .map(|m| m.id)
-            .min()
     }
 
     /// The bytes the oldest queued message holds.

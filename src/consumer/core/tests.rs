@@ -678,7 +678,7 @@ fn an_ack_not_sent_before_a_reconnect_is_confirmed_by_its_answer_on_the_next_con
     deliver(&mut core, t0, msg(id(1), 0));
     let sent = core.ack_mark();
     core.ack(t0, id(1));
-    core.on_reconnect_unsent_after(sent, true);
+    core.on_reconnect_unsent_after(sent, true, []);
     core.on_subscribed(t0);
     assert_eq!(drain(&mut core), [ack(&[id(1)]), A::Flow(1000)]);
     core.acks_confirmed(core.ack_mark());

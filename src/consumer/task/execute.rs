@@ -62,6 +62,7 @@ impl Driver {
                     cumulative,
                     ack_set,
                 } => {
+                    trace!(topic = %sub.name, ?ids, cumulative, "ACK");
                     let kind = if cumulative {
                         AckType::Cumulative
                     } else {

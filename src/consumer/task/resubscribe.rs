@@ -160,8 +160,9 @@ impl Driver {
             slot.position.on_reconnect(queued, first_chunk, durable);
             // Acks past the last pass's mark, or grouped, go out under
             // the next subscription.
+            let assembling = sub.chunks.pending_firsts();
             slot.core
-                .on_reconnect_unsent_after(sub.acks.confirmable(), closed);
+                .on_reconnect_unsent_after(sub.acks.confirmable(), closed, assembling);
         }
         sub.chunks.restart();
         sub.generation += 1;
