@@ -41,6 +41,12 @@ fn names(stage: &Stage) -> Vec<String> {
 }
 
 async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
+    let on_consumers = matches!(kind, FaultKind::Seek | FaultKind::Rejoin);
+    if on_consumers && stage.live_consumers().is_empty() {
+        // Every consumer is leaving or joining: nothing is rewound or ended.
+        stage.journal().fault_idle(kind);
+        return;
+    }
     stage.journal().fault(kind);
     let broker = &stage.broker;
     match kind {
@@ -77,9 +83,6 @@ async fn fire(stage: &Arc<Stage>, kind: FaultKind) {
         }
         FaultKind::Rejoin => {
             let live = stage.live_consumers();
-            if live.is_empty() {
-                return;
-            }
             let pick = stage.journal().faults.len() % live.len();
             let (instance, consumer) = live[pick].clone();
             // Leaving from now on: a rejoin that comes before the close

@@ -398,6 +398,14 @@ impl Journal {
         self.faults.push((at, kind));
     }
 
+    /// Records fault `kind` that found nothing to act on (a seek or a
+    /// rejoin while no consumer is live): it rewinds and ends nothing.
+    pub(crate) fn fault_idle(&mut self, kind: FaultKind) {
+        let at = self.tick();
+        self.note(|| format!("fault {kind:?}: no live consumer"));
+        self.faults.push((at, kind));
+    }
+
     /// Records, at the cursor reset of record `at`, every message acked
     /// `Ok` as owed a hand-out.
     fn owe_acked(&mut self, at: u64) {
