@@ -523,11 +523,9 @@ impl ConsumerBuilder {
     }
 
     /// How long a chunked message may stay incomplete after its first chunk
-    /// arrived (default 60 s; zero: forever), once its partition has also
-    /// delivered an entry published this long after its first chunk. Then
-    /// it is dropped and its chunks are acked: its producer is presumed to
-    /// have failed mid-message. (The Java client counts the time alone, so
-    /// a consumer reading far behind its producers loses such messages.)
+    /// arrived (default 60 s; zero: forever). Then it is dropped and its
+    /// chunks are acked, as the Java client does: its producer is presumed
+    /// to have failed mid-message.
     pub fn expire_time_of_incomplete_chunked_message(mut self, expiry: Duration) -> Self {
         self.chunks.expiry = (!expiry.is_zero()).then_some(expiry);
         self

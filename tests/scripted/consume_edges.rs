@@ -32,9 +32,8 @@ async fn duration_max_everywhere_keeps_the_consumer_working() {
                 .expire_time_of_incomplete_chunked_message(Duration::MAX)
         })
         .await;
-        // The first chunk of a message whose rest never comes, under an
-        // expiry that is never due (the unit tests of the assembler take
-        // its deadline to the end of time).
+        // The first chunk of a message whose rest never comes: its expiry
+        // is the loop's deadline from now on.
         broker.send_frame(chunk(id, 10, "u", 0, 2)).await;
         for entry in 1..=3 {
             broker

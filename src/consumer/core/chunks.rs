@@ -25,12 +25,7 @@
 //!   if set, or a reconnect brings them back), and so are its later chunks,
 //!   so the message can come whole again;
 //! - a message still incomplete `expiry` after its first chunk arrived is
-//!   dropped and its chunks acked (its producer is presumed gone). Beyond
-//!   the Java client, only once the partition has also delivered an entry
-//!   published `expiry` or more after that first chunk: until then its
-//!   later chunks may be stored and not yet delivered (a slow consumer
-//!   with a small queue reads far behind the producers), and acking the
-//!   first chunks would lose the message;
+//!   dropped and its chunks acked (its producer is presumed gone);
 //! - a chunk seen before under the same id is ignored; one with a new id
 //!   for a chunk already received (a producer's resend) is acked;
 //! - a chunk that does not follow the previous one of its message (a
@@ -151,8 +146,6 @@ struct Pending {
     /// What it counts against `max_pending_bytes`.
     held: usize,
     started: Instant,
-    /// When its first chunk was published (ms since the Unix epoch).
-    published: u64,
 }
 
 /// Collects chunks into messages; see the module documentation.
@@ -178,9 +171,6 @@ pub(crate) struct ChunkAssembler {
     /// forgotten first (its later chunks then count as strays).
     evicted: VecDeque<String>,
     released: Vec<Released>,
-    /// The latest publish time of the entries delivered (ms since the
-    /// Unix epoch): how far the partition has moved on.
-    newest_published: u64,
 }
 
 /// Messages dropped for room remembered at most, per partition.
@@ -198,7 +188,6 @@ impl ChunkAssembler {
             strays: VecDeque::new(),
             evicted: VecDeque::new(),
             released: Vec::new(),
-            newest_published: 0,
         }
     }
 
@@ -220,7 +209,6 @@ impl ChunkAssembler {
         wall_ms: u64,
         chunk: Chunk,
     ) -> Option<Assembled> {
-        self.delivered(chunk.publish_time);
         if chunk.chunk_id == 0 && !self.start(now, &chunk) {
             return None;
         }
@@ -324,7 +312,6 @@ impl ChunkAssembler {
                 size: 0,
                 held: 0,
                 started: now,
-                published: chunk.publish_time,
             },
         );
         true
@@ -367,23 +354,9 @@ impl ChunkAssembler {
         Some(pending)
     }
 
-    /// An entry published at `publish_time` (ms since the Unix epoch) was
-    /// delivered on this partition, a chunk or not.
-    pub(crate) fn delivered(&mut self, publish_time: u64) {
-        self.newest_published = self.newest_published.max(publish_time);
-    }
-
-    /// Whether the partition has delivered an entry published `expiry` or
-    /// more after `pending`'s first chunk.
-    fn moved_on(&self, pending: &Pending, expiry: std::time::Duration) -> bool {
-        let expiry = u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX);
-        self.newest_published >= pending.published.saturating_add(expiry)
-    }
-
     /// Drops, and acks the chunks of, every message still incomplete
-    /// `expiry` after its first chunk once the partition moved on past it
-    /// (see the module documentation), oldest first; acks the chunks of no
-    /// message held `expiry` since they were dropped.
+    /// `expiry` after its first chunk; acks the chunks of no message held
+    /// `expiry` since they were dropped.
     pub(crate) fn on_tick(&mut self, now: Instant) {
         let Some(expiry) = self.limits.expiry else {
             return;
@@ -399,7 +372,6 @@ impl ChunkAssembler {
         while let Some(uuid) = self.order.front().cloned() {
             match self.pending.get(&uuid) {
                 Some(p) if crate::clock::after(p.started, expiry) > now => return,
-                Some(p) if !self.moved_on(p, expiry) => return,
                 Some(_) => {
                     if let Some(expired) = self.remove(&uuid) {
                         self.released.push(Released::Ack(expired.ids));
@@ -416,13 +388,10 @@ impl ChunkAssembler {
     /// message's or held stray's expiry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let expiry = self.limits.expiry?;
-        // The oldest is due only once the partition moved on past it (a
-        // later delivery says so).
         let oldest = self
             .order
             .front()
             .and_then(|uuid| self.pending.get(uuid))
-            .filter(|p| self.moved_on(p, expiry))
             .map(|p| p.started);
         let stray = self.strays.front().map(|(since, _)| *since);
         let first = match (oldest, stray) {

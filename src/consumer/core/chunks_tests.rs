@@ -226,9 +226,6 @@ fn an_incomplete_message_expires_and_its_chunks_are_acked() {
     a.on_chunk(t0, WALL, chunk("x", 0, 3, 1));
     a.on_chunk(t0, WALL, chunk("x", 1, 3, 2));
     a.on_chunk(t0 + secs(10), WALL, chunk("y", 0, 2, 3));
-    // The partition moved on: an entry published 60 s after x's first
-    // chunk came.
-    a.delivered(1_000 + 60_000);
     assert_eq!(a.next_deadline(), Some(t0 + secs(60)));
     a.on_tick(t0 + secs(59));
     assert!(a.take_released().is_empty());
@@ -249,23 +246,6 @@ fn an_incomplete_message_expires_and_its_chunks_are_acked() {
     assert_eq!(never.pending(), 1);
 }
 
-// A slow consumer with a small queue reads far behind its producers: the
-// later chunks of a message may be stored long before they are delivered.
-// Until the partition delivers an entry published the expiry after the
-// first chunk, the producer is not presumed gone.
-#[test]
-fn an_incomplete_message_stays_until_the_partition_moved_on_past_it() {
-    let t0 = crate::clock::now();
-    let mut a = assembler();
-    a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
-    a.delivered(1_000 + 59_999);
-    assert_eq!(a.next_deadline(), None);
-    a.on_tick(t0 + secs(3600));
-    assert!(a.take_released().is_empty());
-    let x = a.on_chunk(t0 + secs(3600), WALL, chunk("x", 1, 2, 90));
-    assert_eq!(x.map(|m| m.first), Some(id(1)), "whole, an hour later");
-}
-
 #[test]
 fn an_expiry_of_duration_max_never_comes_and_never_overflows() {
     let t0 = crate::clock::now();
@@ -274,7 +254,6 @@ fn an_expiry_of_duration_max_never_comes_and_never_overflows() {
         ..ChunkLimits::default()
     });
     a.on_chunk(t0, WALL, chunk("x", 0, 2, 1));
-    a.delivered(u64::MAX);
     let century = secs(99 * 365 * 24 * 3600);
     assert!(a.next_deadline().is_some_and(|at| at > t0 + century));
     a.on_tick(t0 + secs(3600));

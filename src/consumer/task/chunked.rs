@@ -61,9 +61,6 @@ impl Driver {
             .then(|| Chunk::of(id, &payload.metadata, payload.data.clone()))
             .flatten();
         let Some(chunk) = chunk else {
-            // How far the partition moved on tells when an incomplete
-            // message may expire.
-            sub.chunks.delivered(payload.metadata.publish_time);
             return Some(Whole {
                 id: message_id,
                 last_chunk: None,
