@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod fake_broker;
 pub mod fault_proxy;
 pub mod frame_watch;
+pub mod java;
 pub mod jwt;
 #[cfg(feature = "oauth2")]
 pub mod oauth2_issuer;

@@ -6,7 +6,6 @@
 //! program on the broker's classpath (`scripts/apache-pulsar classpath`).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use pulsar_wire::consumer::{InitialPosition, SubscriptionType};
 
@@ -19,24 +18,11 @@ const N: usize = 20;
 /// Runs `TxnPeer` with `args`; returns the lines it printed that start
 /// with `GOT ` (without it), after checking it printed `DONE` and succeeded.
 async fn java_peer(args: &[&str]) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let classpath = tokio::process::Command::new(root.join("scripts/apache-pulsar"))
-        .arg("classpath")
-        .output()
-        .await
-        .expect("run scripts/apache-pulsar classpath");
-    assert!(classpath.status.success(), "no classpath: {classpath:?}");
-    let classpath = String::from_utf8(classpath.stdout).expect("utf-8 classpath");
+    let mut peer = crate::common::java::peer("TxnPeer", args).await;
     let out = guard_for(
         "the Java client",
         std::time::Duration::from_secs(180),
-        tokio::process::Command::new("java")
-            .args(["-XX:TieredStopAtLevel=1", "-Dlog4j2.level=warn", "-cp"])
-            .arg(classpath.trim())
-            .arg(root.join("tests/java/TxnPeer.java"))
-            .args(args)
-            .kill_on_drop(true)
-            .output(),
+        peer.output(),
     )
     .await
     .expect("run java");

@@ -45,6 +45,7 @@
 mod books;
 mod faults;
 mod roles;
+mod twins;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -197,7 +198,29 @@ async fn chaos() {
         tasks.push(tokio::spawn(roles::consume_in_group(
             member,
             group.clone(),
-            c,
+            format!("Failover member {c}"),
+            errors.clone(),
+        )));
+    }
+    // The twins: pulsar-wire on one topic, the Java client on the other,
+    // both through the fault proxy in front of the Pulsar proxy (clients 0
+    // and 2 go there).
+    let twin_topics = ["wire", "java"].map(|who| format!("persistent://{namespace}/twin-{who}"));
+    let twin = Arc::new(Group::new(&faults));
+    for c in [0, 2] {
+        let consumer = clients[c]
+            .consumer(&twin_topics[0], twins::SUBSCRIPTION)
+            .subscription_type(SubscriptionType::Shared)
+            .initial_position(InitialPosition::Earliest)
+            .ack_receipts(true)
+            .subscribe()
+            .await
+            .expect("subscribe to the pulsar-wire twin");
+        handles.push(consumer.clone());
+        tasks.push(tokio::spawn(roles::consume_in_group(
+            consumer,
+            twin.clone(),
+            format!("twin consumer on client {c}"),
             errors.clone(),
         )));
     }
@@ -210,6 +233,8 @@ async fn chaos() {
     let (stop_tail, stopped) = watch::channel(());
     let tailing = tokio::spawn(roles::tail(reader, tail.clone(), stopped, errors.clone()));
 
+    let java_url = format!("pulsar://{}", proxies[2].addr());
+    let java_twin = twins::start_java(&java_url, &twin_topics[1], seconds).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
     let (progress, confirmed) = watch::channel(0u64);
     let progress = Arc::new(progress);
@@ -229,6 +254,19 @@ async fn chaos() {
             errors.clone(),
         )));
     }
+    let twin_producer = clients[0]
+        .producer(&twin_topics[0])
+        .send_timeout(SEND_TIMEOUT)
+        .create()
+        .await
+        .expect("the pulsar-wire twin's producer");
+    let twin_producing = tokio::spawn(roles::produce(
+        twin_producer,
+        TOPICS,
+        deadline,
+        progress.clone(),
+        errors.clone(),
+    ));
 
     // The faults, one every few thousand confirmed messages until the end.
     let mut faults_done: BTreeMap<&str, u32> = BTreeMap::new();
@@ -247,28 +285,40 @@ async fn chaos() {
             cluster.start_broker(n).await;
             "restart broker"
         } else {
-            let topic = &topics[rng.below(TOPICS as u64) as usize];
+            // One topic, or both twins.
+            let pick = rng.below(TOPICS as u64 + 1) as usize;
+            let picked = topics
+                .get(pick)
+                .map_or(&twin_topics[..], std::slice::from_ref);
             match rng.below(100) {
                 0..25 => {
                     let to = rng.below(2) as usize + 1;
                     faults.begin(Fault::Move);
-                    move_bundle(&cluster, topic, Some(&cluster.broker(to).id)).await;
+                    for topic in picked {
+                        move_bundle(&cluster, topic, Some(&cluster.broker(to).id)).await;
+                    }
                     "move bundle"
                 }
                 25..40 => {
                     faults.begin(Fault::Move);
-                    move_bundle(&cluster, topic, None).await;
+                    for topic in picked {
+                        move_bundle(&cluster, topic, None).await;
+                    }
                     "unload bundle"
                 }
                 40..45 if splits < MAX_SPLITS => {
                     splits += 1;
                     faults.begin(Fault::Move);
-                    split(&cluster, topic).await;
+                    for topic in picked {
+                        split(&cluster, topic).await;
+                    }
                     "split bundle"
                 }
                 40..60 => {
                     faults.begin(Fault::Move);
-                    unload_topic(&cluster, topic).await;
+                    for topic in picked {
+                        unload_topic(&cluster, topic).await;
+                    }
                     "unload topic"
                 }
                 60..85 => {
@@ -299,7 +349,9 @@ async fn chaos() {
         sent.push(producer.await.expect("producer task"));
     }
     let total: u64 = sent.iter().map(|confirmed| confirmed.len() as u64).sum();
+    let twin_sent = twin_producing.await.expect("twin producer task");
     wait_for(&books.accounted, total).await;
+    wait_for(&twin.distinct, twin_sent.len() as u64).await;
     wait_for(&group.distinct, sent[GROUP_TOPIC].len() as u64).await;
     wait_for(&tail.distinct, sent[TAILED_TOPIC].len() as u64).await;
 
@@ -352,6 +404,9 @@ async fn chaos() {
         left += 1;
     }
     check.close().await;
+    // The Java twin drains its subscription itself, meanwhile.
+    let java = twins::java_outcome(java_twin).await;
+    let wire = twins::Outcome::of(&twin.book.lock().expect("ack book"), &twin_sent);
 
     let (cuts, kills) = (
         u64::from(faults_done.get("cut connections").copied().unwrap_or(0)) + 1,
@@ -383,6 +438,11 @@ async fn chaos() {
         tail_read.len(),
         sent[TAILED_TOPIC].len(),
         faults_line.join(", ")
+    );
+    eprintln!(
+        "chaos twins: {}; {}",
+        wire.line("pulsar-wire"),
+        java.line("the Java client")
     );
     let (passing, fatal) = errors.split();
     eprintln!(
@@ -428,5 +488,10 @@ async fn chaos() {
         &group_lost[..group_lost.len().min(20)]
     );
     group_book.assert_acks_held("chaos Failover group");
+    assert_eq!(wire.lost, 0, "the pulsar-wire twin lost confirmed messages");
+    twin.book
+        .lock()
+        .expect("ack book")
+        .assert_acks_held("chaos twin, subscription t");
     check_tail(&tail_read, &sent[TAILED_TOPIC]);
 }

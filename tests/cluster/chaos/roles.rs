@@ -136,15 +136,15 @@ pub(super) async fn consume(
     }
 }
 
-/// A member of the Failover group: acks everything, with receipts, into
-/// the group's book. Ends when the consumer is closed.
+/// A member of a group (the Failover group, a twin's consumers): acks
+/// everything, with receipts, into the group's book. Ends when the
+/// consumer is closed.
 pub(super) async fn consume_in_group(
     mut consumer: Consumer,
     group: Arc<Group>,
-    which: usize,
+    role: String,
     errors: Arc<Errors>,
 ) {
-    let role = format!("Failover member {which}");
     let acker = consumer.clone();
     let mut acking = FuturesUnordered::new();
     loop {
