@@ -40,6 +40,9 @@ public class ChaosPeer {
     static final ConcurrentHashMap<Long, AtomicInteger> received = new ConcurrentHashMap<>();
     static final AtomicLong deliveries = new AtomicLong();
     static final AtomicLong lastDelivery = new AtomicLong(System.nanoTime());
+    /// Distinct messages received, and a monitor told of each delivery.
+    static final AtomicLong distinct = new AtomicLong();
+    static final Object delivered = new Object();
     static final AtomicBoolean stop = new AtomicBoolean();
 
     public static void main(String[] args) throws Exception {
@@ -82,10 +85,16 @@ public class ChaosPeer {
         CompletableFuture.allOf(sends.toArray(new CompletableFuture[0])).join();
         producer.close();
 
-        long idle = TimeUnit.SECONDS.toNanos(idleSeconds);
-        while (!confirmed.stream().allMatch(received::containsKey)
-                && System.nanoTime() - lastDelivery.get() < idle) {
-            Thread.sleep(200);
+        long idle = TimeUnit.SECONDS.toMillis(idleSeconds);
+        synchronized (delivered) {
+            while (!(distinct.get() >= confirmed.size()
+                    && confirmed.stream().allMatch(received::containsKey))) {
+                long quiet = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lastDelivery.get());
+                if (quiet >= idle) {
+                    break;
+                }
+                delivered.wait(idle - quiet);
+            }
         }
         stop.set(true);
         for (Thread thread : threads) {
@@ -128,9 +137,14 @@ public class ChaosPeer {
             }
             String body = new String(message.getData(), StandardCharsets.UTF_8);
             long number = Long.parseLong(body.substring(2));
-            received.computeIfAbsent(number, n -> new AtomicInteger()).incrementAndGet();
+            if (received.computeIfAbsent(number, n -> new AtomicInteger()).incrementAndGet() == 1) {
+                distinct.incrementAndGet();
+            }
             deliveries.incrementAndGet();
             lastDelivery.set(System.nanoTime());
+            synchronized (delivered) {
+                delivered.notifyAll();
+            }
             consumer.acknowledgeAsync(message);
         }
     }
